@@ -1,0 +1,1 @@
+"""Fixtures for the local control plane (see lestrade.localcluster)."""

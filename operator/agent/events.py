@@ -1,0 +1,149 @@
+"""The typed event stream of the agent engine.
+
+The loop (`lestrade.operator.agent.loop`) is an async generator of these events. The operator
+turns them into status patches and transcript writes; the API turns them into SSE events. A
+`yield` hands control to the consumer and the loop only continues when the consumer asks for
+the next event, so a consumer that persists `ToolStarted` before asking for more has recorded
+the intent before the tool runs (what restart-without-loss relies on).
+
+Every message the loop adds to the conversation is announced with `MessageAdded`, in order, so
+the consumer can keep a lossless transcript (OpenAI chat message dicts, as litellm takes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "AgentEvent",
+    "MessageAdded",
+    "ModelMessage",
+    "ToolStarted",
+    "ToolResult",
+    "TokenCount",
+    "ApprovalNeeded",
+    "PendingApproval",
+    "Compaction",
+    "Answer",
+    "AgentError",
+]
+
+
+@dataclass(frozen=True)
+class MessageAdded:
+    """A message was appended to the conversation (index = its position in the transcript)."""
+
+    index: int
+    message: dict[str, Any]
+    kind: Literal["message"] = "message"
+
+
+@dataclass(frozen=True)
+class ModelMessage:
+    """The model answered a step: text (may be empty) and the tool calls it asked for."""
+
+    content: str
+    tool_calls: list[dict[str, Any]]
+    reasoning: str | None = None
+    step: int = 0
+    kind: Literal["model_message"] = "model_message"
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    """A tool call is about to run. Persist this before asking for the next event."""
+
+    call_id: str
+    name: str
+    params: dict[str, Any]
+    description: str
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool call finished (status: success | error | no_data | approval_required | denied)."""
+
+    call_id: str
+    name: str
+    status: str
+    output: str
+    params: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    truncated: bool = False
+    original_tokens: int | None = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """Usage after a model call: the model's usage plus the per-role breakdown of the window."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost: float
+    breakdown: dict[str, int]
+    max_tokens: int
+    max_output_tokens: int
+    kind: Literal["token_count"] = "token_count"
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    tool_call_id: str
+    tool_name: str
+    description: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApprovalNeeded:
+    """The run paused: these calls need a decision. Resume with `decisions` for every id."""
+
+    pending: list[PendingApproval]
+    kind: Literal["approval_needed"] = "approval_needed"
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """History was compacted by a model summary (the fields of reference 000's metadata)."""
+
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    summary: str
+    kind: Literal["compaction"] = "compaction"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The final answer; `sections` holds the structured sections when they were asked for."""
+
+    text: str
+    sections: dict[str, str] | None = None
+    kind: Literal["answer"] = "answer"
+
+
+@dataclass(frozen=True)
+class AgentError:
+    """The run failed; `reason` is a CamelCase machine word, `message` says what happened."""
+
+    reason: str
+    message: str
+    kind: Literal["error"] = "error"
+
+
+AgentEvent = (
+    MessageAdded
+    | ModelMessage
+    | ToolStarted
+    | ToolResult
+    | TokenCount
+    | ApprovalNeeded
+    | Compaction
+    | Answer
+    | AgentError
+)

@@ -1,0 +1,6 @@
+"""Shared fixtures come from the plugins in `lestrade.testing` (see docs/ARCHITECTURE.md)."""
+
+pytest_plugins = [
+    "lestrade.testing.cluster_fixtures",
+    "lestrade.testing.model_fixtures",
+]

@@ -1,0 +1,84 @@
+"""What every tool and toolset looks like to the agent loop.
+
+A tool is a named, JSON-schema-described async function that returns text a model reads well.
+Whether a call may run unattended is the tool's own decision (`needs_approval`), because only
+the tool knows which of its inputs are safe (a read-only bash pipeline vs. `rm`). The loop never
+runs a call that needs approval until a decision approves that exact stored call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = ["ToolStatus", "ToolOutput", "Tool", "Toolset", "ToolRegistry"]
+
+ToolStatus = Literal["success", "error", "no_data"]
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    status: ToolStatus
+    data: str = ""
+    error: str | None = None
+
+    def text(self) -> str:
+        """What the model sees."""
+        if self.status == "error":
+            return f"Error: {self.error or self.data}"
+        if self.status == "no_data" and not self.data:
+            return "No data returned."
+        return self.data
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+    def needs_approval(self, params: dict[str, Any]) -> bool: ...
+
+    def describe(self, params: dict[str, Any]) -> str:
+        """One human line for this call, e.g. `kubectl describe pod web-1 -n shop`."""
+        ...
+
+    async def run(self, params: dict[str, Any]) -> ToolOutput: ...
+
+
+@dataclass
+class Toolset:
+    """A group of tools with the prompt text that teaches the model to use them."""
+
+    name: str
+    tools: list[Tool]
+    instructions: str = ""
+    enabled: bool = True
+
+
+@dataclass
+class ToolRegistry:
+    toolsets: list[Toolset] = field(default_factory=list)
+
+    def enabled_tools(self) -> list[Tool]:
+        return [tool for ts in self.toolsets if ts.enabled for tool in ts.tools]
+
+    def get(self, name: str) -> Tool | None:
+        return next((t for t in self.enabled_tools() if t.name == name), None)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style tool definitions, as litellm takes them."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in self.enabled_tools()
+        ]
+
+    def instructions(self) -> str:
+        return "\n\n".join(ts.instructions for ts in self.toolsets if ts.enabled and ts.instructions)

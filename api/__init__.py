@@ -1,0 +1,1 @@
+"""The Lestrade HTTP API (import name `lestrade.api`; folder `api/`)."""

@@ -1,0 +1,15 @@
+"""A real local Kubernetes control plane built from pinned Go modules (see `build`, `cluster`)."""
+
+from .build import BuildError, binary_path, cache_root, ensure_binaries
+from .cluster import ExternalCluster, LocalCluster
+from .processes import StartupError
+
+__all__ = [
+    "BuildError",
+    "StartupError",
+    "LocalCluster",
+    "ExternalCluster",
+    "binary_path",
+    "cache_root",
+    "ensure_binaries",
+]

@@ -1,0 +1,40 @@
+# The two commands: `make run` and `make test`. Everything else is a step they take.
+SHELL := /bin/bash
+UV_VERSION := 0.13.9
+TOOLS := .lestrade/tools
+UV := $(TOOLS)/bin/uv
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: run test bench deps binaries crds crds-check clean
+
+run: deps binaries ## local control plane (or LESTRADE_CLUSTER=current), CRDs, operator, API
+	$(PY) -m lestrade.cli run
+
+test: deps binaries ## the whole suite against the real control plane
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: deps binaries ## benchmarks: print numbers
+	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+deps: .venv/.synced
+
+$(UV):
+	python3 -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) pyproject.toml uv.lock setup.py
+	$(UV) sync --frozen
+	touch $@
+
+binaries: deps ## build the pinned control-plane binaries from Go modules (cached)
+	$(PY) -m lestrade.localcluster build
+
+crds: deps ## regenerate crds/ and the chart's CRDs from the pydantic models
+	$(PY) -m lestrade.resources.generate
+
+crds-check: deps
+	$(PY) -m lestrade.resources.generate --check
+
+clean:
+	rm -rf .venv .lestrade

@@ -1,0 +1,127 @@
+"""`lestrade run`: the whole product on this machine, in the foreground, until Ctrl-C.
+
+Brings up the local control plane (or uses the current kubeconfig's cluster when
+`LESTRADE_CLUSTER=current`), installs the CRDs, starts the demo model when no model list is
+configured, then runs the operator and the API as child processes. Every child is stopped on
+Ctrl-C, on SIGTERM, and when any of them dies, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from lestrade.config import api_bind
+from lestrade.localcluster import BuildError, LocalCluster, StartupError
+from lestrade.localcluster.cluster import free_port
+from lestrade.localcluster.processes import ManagedProcess, wait_until
+
+__all__ = ["main"]
+
+STATE_DIR = Path(".lestrade")
+
+
+def _current_kubeconfig() -> Path:
+    path = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+    if not path.exists():
+        raise StartupError(f"LESTRADE_CLUSTER=current but there is no kubeconfig at {path}")
+    return path
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return response.status == 200
+
+
+def _python(module: str, log: Path, env: dict[str, str]) -> ManagedProcess:
+    return ManagedProcess(module, [sys.executable, "-m", module], log, env=env).start()
+
+
+def run(state_dir: Path = STATE_DIR) -> int:
+    state_dir.mkdir(exist_ok=True)
+    logs = (state_dir / "logs").resolve()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    cluster: LocalCluster | None = None
+    children: list[ManagedProcess] = []
+    try:
+        started = time.monotonic()
+        if os.environ.get("LESTRADE_CLUSTER") == "current":
+            kubeconfig = _current_kubeconfig()
+            print(f"lestrade: using the current cluster from {kubeconfig}")
+        else:
+            kubeconfig = (state_dir / "kubeconfig").resolve()
+            print("lestrade: starting the local control plane ...", flush=True)
+            cluster = LocalCluster.start(kubeconfig=kubeconfig)
+            print(f"lestrade: control plane up in {time.monotonic() - started:.1f}s at {cluster.server}")
+
+        from kubernetes import config as k8s_config
+
+        from lestrade.resources.install import install_crds
+
+        with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
+            install_crds(api, wait=True, timeout=60)
+        print("lestrade: CRDs installed (investigations.lestrade.dev, conversations.lestrade.dev)")
+
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        if not env.get("LESTRADE_MODEL_LIST"):
+            port = free_port()
+            env["LESTRADE_DEMO_MODEL_URL"] = f"http://127.0.0.1:{port}/v1"
+            demo = ManagedProcess(
+                "demo-model",
+                [sys.executable, "-m", "lestrade.modelserver", "--port", str(port)],
+                logs / "demo-model.log", env=env,
+            ).start()
+            children.append(demo)
+            wait_until("the demo model", lambda: _http_ok(f"http://127.0.0.1:{port}/v1/models"),
+                       30, watch=[demo])
+            print("lestrade: no LESTRADE_MODEL_LIST set: using the built-in DEMO model "
+                  "(scripted answers, not a real LLM)")
+
+        children.append(_python("lestrade.operator", logs / "operator.log", env))
+        children.append(_python("lestrade.api", logs / "api.log", env))
+        host, port = api_bind(env)
+        wait_until("the API /readyz", lambda: _http_ok(f"http://{host}:{port}/readyz"), 60,
+                   watch=children)
+        print(f"""
+Lestrade is running (Ctrl-C stops everything).
+  API:        http://{host}:{port}   (curl http://{host}:{port}/readyz)
+  kubeconfig: export KUBECONFIG={kubeconfig}
+  try:        kubectl apply -f examples/crashloop.yaml && kubectl get inv -w
+  logs:       {logs}/
+""", flush=True)
+        while not stop.wait(0.5):
+            for child in children:
+                child.check_alive()
+        print("\nlestrade: stopping ...", flush=True)
+        return 0
+    except (BuildError, StartupError) as exc:
+        print(f"lestrade: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for child in reversed(children):
+            child.stop()
+        if cluster is not None:
+            cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lestrade")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="control plane (or LESTRADE_CLUSTER=current), operator and API")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return run()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

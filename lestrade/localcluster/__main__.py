@@ -1,0 +1,66 @@
+"""`python -m lestrade.localcluster build|up|versions`.
+
+`build` fills the binary cache (what `make test` does first, so build time is reported apart
+from test time); `up` runs a control plane in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .build import BuildError, cache_root, ensure_binaries
+from .cluster import LocalCluster
+from .processes import StartupError
+from .versions import COMPONENTS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lestrade.localcluster")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
+    build.add_argument("components", nargs="*", help=f"default: all of {', '.join(COMPONENTS)}")
+    up = sub.add_parser("up", help="run a local control plane until Ctrl-C")
+    up.add_argument("--kubeconfig", type=Path, default=Path(".lestrade/kubeconfig"))
+    sub.add_parser("versions", help="print the pinned versions and the cache folder")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "build":
+            started = time.monotonic()
+            for binary, path in ensure_binaries(args.components or None).items():
+                print(f"{binary}: {path}")
+            print(f"ready in {time.monotonic() - started:.1f}s")
+        elif args.command == "versions":
+            for c in COMPONENTS.values():
+                print(f"{c.name} {c.version} ({c.module})")
+            print(f"cache: {cache_root()}")
+        else:
+            return _up(args.kubeconfig)
+    except (BuildError, StartupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _up(kubeconfig: Path) -> int:
+    started = time.monotonic()
+    cluster = LocalCluster.start(kubeconfig=kubeconfig.resolve())
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"control plane up in {time.monotonic() - started:.1f}s at {cluster.server}")
+    print(f"  export KUBECONFIG={kubeconfig.resolve()}")
+    try:
+        stop.wait()
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The pinned versions of every control-plane component, and how each is built.
+
+Changing a version here is the whole upgrade: the cache folder name includes the version, so the
+next run builds the new binaries beside the old ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Component", "COMPONENTS", "KUBERNETES_VERSION"]
+
+KUBERNETES_VERSION = "1.35.4"
+ETCD_VERSION = "3.6.16"
+KWOK_VERSION = "0.8.0"
+HELM_VERSION = "3.22.0"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    version: str
+    module: str
+    packages: dict[str, str]  # binary name → Go package to build
+    ldflags: dict[str, str] = field(default_factory=dict)
+    staging_replaces: bool = False
+    # files of the module's source copied next to the binaries: module-relative path → file name
+    assets: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def module_version(self) -> str:
+        return f"v{self.version}"
+
+    @property
+    def binaries(self) -> list[str]:
+        return list(self.packages)
+
+
+def _kube_ldflags(version: str) -> dict[str, str]:
+    major, minor, _ = version.split(".")
+    prefix = "k8s.io/component-base/version"
+    return {
+        f"{prefix}.gitVersion": f"v{version}",
+        f"{prefix}.gitMajor": major,
+        f"{prefix}.gitMinor": minor,
+        f"{prefix}.gitTreeState": "clean",
+        # client-go reports the same version (kubectl version shows it)
+        "k8s.io/client-go/pkg/version.gitVersion": f"v{version}",
+        "k8s.io/client-go/pkg/version.gitMajor": major,
+        "k8s.io/client-go/pkg/version.gitMinor": minor,
+    }
+
+
+COMPONENTS: dict[str, Component] = {
+    c.name: c
+    for c in [
+        Component(
+            name="kubernetes",
+            version=KUBERNETES_VERSION,
+            module="k8s.io/kubernetes",
+            packages={
+                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+                "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+            },
+            ldflags=_kube_ldflags(KUBERNETES_VERSION),
+            staging_replaces=True,
+        ),
+        Component(
+            name="etcd",
+            version=ETCD_VERSION,
+            module="go.etcd.io/etcd/server/v3",
+            packages={"etcd": "go.etcd.io/etcd/server/v3"},
+        ),
+        Component(
+            name="kwok",
+            version=KWOK_VERSION,
+            module="sigs.k8s.io/kwok",
+            packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+            assets={
+                "kustomize/stage/node/fast/node-initialize.yaml": "stages/node-initialize.yaml",
+                "kustomize/stage/node/heartbeat/node-heartbeat.yaml": "stages/node-heartbeat.yaml",
+                "kustomize/stage/pod/fast/pod-ready.yaml": "stages/pod-ready.yaml",
+                "kustomize/stage/pod/fast/pod-complete.yaml": "stages/pod-complete.yaml",
+                "kustomize/stage/pod/fast/pod-delete.yaml": "stages/pod-delete.yaml",
+                "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml": "crds/logs.yaml",
+                "kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml": "crds/clusterlogs.yaml",
+            },
+        ),
+        Component(
+            name="helm",
+            version=HELM_VERSION,
+            module="helm.sh/helm/v3",
+            packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+        ),
+    ]
+}

@@ -1,0 +1,296 @@
+"""The Conversation resource: a multi-turn chat with the agent, as a Kubernetes object.
+
+A kubectl user asks by appending `{ask: ...}` to `spec.turns`; the HTTP chat endpoints do the
+same. Answers come back in `status.turns`, index for index. Because the answers already given
+depend on every earlier question, turns are append-only: the apiserver rejects edits and
+removals (see `TURNS_APPEND_ONLY`), so the history the model saw is the history on record.
+
+The context-window settings mirror the context-store API (reference 004): a token budget, a
+trigger ratio at which compaction starts, and a compaction policy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints
+
+from .common import (
+    PRESERVE_UNKNOWN,
+    Condition,
+    Decision,
+    PendingApproval,
+    TranscriptRef,
+    Usage,
+    WireModel,
+    cel_rule,
+)
+from .constants import API_VERSION, CONVERSATION_KIND
+
+__all__ = [
+    "ConversationPhase",
+    "CompactionPolicy",
+    "ContextSettings",
+    "Turn",
+    "ConversationSpec",
+    "TurnStatus",
+    "ConversationStatus",
+    "Conversation",
+    "TURNS_APPEND_ONLY",
+]
+
+MAX_TURNS = 200
+MAX_ASK_LENGTH = 16384
+
+# Old turns must survive every update unchanged and in place; new ones may only be added at
+# the end. Two-variable comprehensions need Kubernetes 1.32 or newer. Placed on spec rather
+# than on turns so that deleting the whole list is caught too (a rule on a field does not run
+# when the field disappears).
+TURNS_APPEND_ONLY = cel_rule(
+    "!has(oldSelf.turns) || (has(self.turns) && self.turns.size() >= oldSelf.turns.size() "
+    "&& oldSelf.turns.all(i, t, self.turns[i] == t))",
+    "spec.turns is append-only: existing turns cannot be changed or removed; "
+    "add a new turn at the end to ask again",
+    reason="FieldValueForbidden",
+    fieldPath=".turns",
+)
+
+
+class ConversationPhase(StrEnum):
+    """State of the conversation (of its latest turn) or of one turn."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    ANSWERED = "Answered"
+    FAILED = "Failed"
+
+
+class CompactionPolicy(WireModel):
+    """How the context window is shrunk when it gets too full (context-store policies)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "self.policy == 'skip_parts' || !has(self.skipKinds)",
+                    "skipKinds applies only to policy skip_parts",
+                ),
+                cel_rule(
+                    "self.policy != 'skip_parts' || (has(self.skipKinds) && "
+                    "self.skipKinds.size() > 0)",
+                    "policy skip_parts needs skipKinds: the part kinds to drop from older "
+                    "messages, e.g. [tool_result]",
+                ),
+            ]
+        }
+    )
+
+    policy: Literal["last_n", "skip_parts", "manual"] = Field(
+        description="last_n: keep only the most recent `limit` messages; skip_parts: drop "
+        "the parts listed in skipKinds from older messages (the most recent `limit` "
+        "messages stay whole); manual: never compact automatically."
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        description="Messages kept whole (last_n, skip_parts). Operator default when omitted.",
+    )
+    skip_kinds: (
+        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None
+    ) = Field(
+        default=None,
+        max_length=16,
+        description="skip_parts only: kinds of message parts to drop from older messages, "
+        "e.g. tool_result, tool_call, reasoning.",
+    )
+
+
+class ContextSettings(WireModel):
+    """Context-window settings, as in the context-store API."""
+
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Input tokens the context window may hold; the model's context window "
+        "when omitted.",
+    )
+    trigger_ratio: float = Field(
+        default=0.7,
+        gt=0,
+        le=1,
+        description="Compaction starts when the window passes tokenBudget x triggerRatio "
+        "(greater than 0, at most 1).",
+    )
+    compaction: CompactionPolicy | None = Field(
+        default=None,
+        description="Compaction policy; the operator's default (a model-written summary of "
+        "older messages) when omitted.",
+    )
+
+
+class Turn(WireModel):
+    """One question from the user."""
+
+    ask: str = Field(
+        min_length=1,
+        max_length=MAX_ASK_LENGTH,
+        description="The question or request, in plain language.",
+    )
+
+
+class ConversationSpec(WireModel):
+    """The questions asked so far and how to answer them."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [TURNS_APPEND_ONLY]})
+
+    turns: list[Turn] = Field(
+        default_factory=list,
+        max_length=MAX_TURNS,
+        description="The user's questions, oldest first. Append-only: ask by adding "
+        "{ask: ...} at the end; existing turns cannot be changed or removed. "
+        "status.turns[i] answers turns[i].",
+    )
+    model: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Name of the model to use, from the operator's modelList; the default "
+        "model when omitted. A change applies from the next turn.",
+    )
+    enable_tool_approval: bool = Field(
+        default=True,
+        description="true: tool calls that need approval pause the turn "
+        "(phase AwaitingApproval) until spec.decisions has a decision for them; "
+        "false: such calls are refused and the model is told so.",
+    )
+    decisions: dict[str, Decision] | None = Field(
+        default=None,
+        max_length=500,
+        description="Approvals: tool call id (from status.pendingApprovals) -> "
+        "{approved, reason}.",
+    )
+    context: ContextSettings | None = Field(
+        default=None, description="Context-window size and compaction settings."
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        max_length=32768,
+        description="Extra instructions appended to the built-in system prompt.",
+    )
+
+
+class TurnStatus(WireModel):
+    """The answer to one turn."""
+
+    ask: str = Field(description="The question, copied from spec.turns for easy reading.")
+    answer: str | None = Field(
+        default=None, description="The answer, in markdown, once the turn is Answered."
+    )
+    phase: ConversationPhase = Field(
+        default=ConversationPhase.PENDING,
+        description="Pending, Running, AwaitingApproval, Answered or Failed.",
+    )
+    usage: Usage | None = Field(default=None, description="Tokens and cost of this turn.")
+    message: str | None = Field(
+        default=None, description="Why the turn failed, or what it is waiting for."
+    )
+
+
+class ConversationStatus(WireModel):
+    """Answers and progress. Written only by the operator."""
+
+    phase: ConversationPhase | None = Field(
+        default=None,
+        description="State of the latest turn: Pending (nothing asked yet or not started), "
+        "Running, AwaitingApproval (paused until spec.decisions answers "
+        "status.pendingApprovals), Answered (every turn answered; append a turn to ask "
+        "more) or Failed (the latest turn failed; append a turn to try again).",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Conditions: Answered (True when every turn has an answer) and "
+        "AwaitingApproval.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    version: int = Field(
+        default=0,
+        ge=0,
+        description="Increases by one with every message added to the conversation and "
+        "every compaction; never decreases. Clients compare it to see whether anything "
+        "changed.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule("self >= oldSelf", "status.version never decreases")
+            ]
+        },
+    )
+    turns: list[TurnStatus] = Field(
+        default_factory=list,
+        description="One entry per turn the operator has started on: turns[i] answers "
+        "spec.turns[i].",
+    )
+    answered_turns: int = Field(
+        default=0, ge=0, description="Number of turns that have an answer."
+    )
+    pending_approvals: list[PendingApproval] = Field(
+        default_factory=list,
+        description="Tool calls waiting for a decision in spec.decisions.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["toolCallId"],
+        },
+    )
+    usage: Usage | None = Field(
+        default=None, description="Tokens and cost spent by the whole conversation."
+    )
+    message: str | None = Field(
+        default=None, description="Human-readable summary of the current state or the error."
+    )
+    model: str | None = Field(
+        default=None, description="The model used for the latest turn."
+    )
+    transcript: TranscriptRef | None = Field(
+        default=None, description="Where the full conversation with the model is kept."
+    )
+    last_activity_time: datetime | None = Field(
+        default=None, description="When the latest turn started or finished."
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status reflects."
+    )
+    kopf: dict[str, Any] | None = Field(
+        default=None,
+        description="Operator bookkeeping (handler progress); not meant for people.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+
+
+class Conversation(WireModel):
+    """A Conversation object as read from the apiserver (metadata kept but not validated)."""
+
+    api_version: Literal["lestrade.dev/v1alpha1"] = Field(
+        default=API_VERSION, description="lestrade.dev/v1alpha1"
+    )
+    kind: Literal["Conversation"] = Field(default=CONVERSATION_KIND, description="Conversation")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
+    spec: ConversationSpec = Field(
+        default_factory=ConversationSpec, description="The questions asked so far."
+    )
+    status: ConversationStatus = Field(
+        default_factory=ConversationStatus, description="Answers and progress."
+    )
+
+    @property
+    def name(self) -> str | None:
+        """metadata.name"""
+        return self.metadata.get("name")
+
+    @property
+    def namespace(self) -> str | None:
+        """metadata.namespace"""
+        return self.metadata.get("namespace")

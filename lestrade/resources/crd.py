@@ -1,0 +1,196 @@
+"""The CustomResourceDefinitions, built from the pydantic models.
+
+The models are the single source of truth: field names, types, bounds, defaults, descriptions
+and the CEL rules attached to them all come from `investigation.py` and `conversation.py`.
+This module adds only what is about the resource as a whole: names, the status subresource,
+printer columns, and the root-level rule that needs to see spec and status together.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .constants import (
+    CATEGORY,
+    CONVERSATION_KIND,
+    CONVERSATION_PLURAL,
+    CONVERSATION_SHORT_NAME,
+    CONVERSATION_SINGULAR,
+    GROUP,
+    INVESTIGATION_KIND,
+    INVESTIGATION_PLURAL,
+    INVESTIGATION_SHORT_NAME,
+    INVESTIGATION_SINGULAR,
+    VERSION,
+)
+from .conversation import ConversationSpec, ConversationStatus
+from .investigation import InvestigationSpec, InvestigationStatus, immutability_rule
+from .schema import structural_schema
+
+__all__ = ["CrdDefinition", "DEFINITIONS", "crd_manifest", "crd_manifests", "crd_name"]
+
+
+def _column(
+    name: str, json_path: str, type_: str, description: str, priority: int = 0
+) -> dict[str, Any]:
+    column: dict[str, Any] = {
+        "name": name,
+        "type": type_,
+        "jsonPath": json_path,
+        "description": description,
+    }
+    if priority:
+        column["priority"] = priority
+    return column
+
+
+@dataclass(frozen=True)
+class CrdDefinition:
+    """Everything about one resource that the models do not say themselves."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_name: str
+    description: str
+    spec_model: type[BaseModel]
+    status_model: type[BaseModel]
+    columns: list[dict[str, Any]]
+    root_rules: list[dict[str, Any]] = field(default_factory=list)
+    file_name: str = ""
+
+    @property
+    def name(self) -> str:
+        """metadata.name of the CRD."""
+        return f"{self.plural}.{GROUP}"
+
+
+_AGE = _column(
+    "Age", ".metadata.creationTimestamp", "date", "Time since the resource was created."
+)
+
+INVESTIGATION = CrdDefinition(
+    kind=INVESTIGATION_KIND,
+    plural=INVESTIGATION_PLURAL,
+    singular=INVESTIGATION_SINGULAR,
+    short_name=INVESTIGATION_SHORT_NAME,
+    description=(
+        "An Investigation asks Lestrade's agent to troubleshoot a problem: it reads the "
+        "cluster (and other tools) step by step and writes an analysis into status. Tool "
+        "calls that need approval pause it until spec.decisions answers them. The spec is "
+        "immutable once the run has started, except spec.decisions."
+    ),
+    spec_model=InvestigationSpec,
+    status_model=InvestigationStatus,
+    columns=[
+        _column("Phase", ".status.phase", "string", "Where the run is."),
+        _column("Steps", ".status.steps", "integer", "Model calls made so far."),
+        _column("Tools", ".status.toolCallCount", "integer", "Tool calls made so far."),
+        _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
+        _column("Model", ".status.model", "string", "The model used.", priority=1),
+        _column("Title", ".spec.title", "string", "The problem investigated.", priority=1),
+        _column("Message", ".status.message", "string", "Current state or error.", priority=1),
+        _AGE,
+    ],
+    root_rules=[immutability_rule()],
+    file_name="investigation.yaml",
+)
+
+CONVERSATION = CrdDefinition(
+    kind=CONVERSATION_KIND,
+    plural=CONVERSATION_PLURAL,
+    singular=CONVERSATION_SINGULAR,
+    short_name=CONVERSATION_SHORT_NAME,
+    description=(
+        "A Conversation is a multi-turn chat with Lestrade's agent. Ask by appending "
+        "{ask: ...} to spec.turns (append-only); the answers appear in status.turns, index "
+        "for index. Tool calls that need approval pause it until spec.decisions answers them."
+    ),
+    spec_model=ConversationSpec,
+    status_model=ConversationStatus,
+    columns=[
+        _column("Phase", ".status.phase", "string", "State of the latest turn."),
+        _column("Turns", ".status.answeredTurns", "integer", "Turns answered so far."),
+        _column("Version", ".status.version", "integer", "Conversation version."),
+        _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
+        _column("Model", ".status.model", "string", "The model used.", priority=1),
+        _column("Message", ".status.message", "string", "Current state or error.", priority=1),
+        _AGE,
+    ],
+    file_name="conversation.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION)
+
+
+def crd_name(plural: str) -> str:
+    """metadata.name of the CRD for a plural, e.g. investigations.lestrade.dev."""
+    return f"{plural}.{GROUP}"
+
+
+def _root_schema(definition: CrdDefinition) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "description": definition.description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {
+                "type": "string",
+                "description": "APIVersion defines the versioned schema of this representation "
+                "of an object: lestrade.dev/v1alpha1.",
+            },
+            "kind": {
+                "type": "string",
+                "description": f"Kind is the type of this object: {definition.kind}.",
+            },
+            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "spec": structural_schema(definition.spec_model),
+            "status": structural_schema(definition.status_model),
+        },
+    }
+    if definition.root_rules:
+        schema["x-kubernetes-validations"] = copy.deepcopy(definition.root_rules)
+    return schema
+
+
+def crd_manifest(definition: CrdDefinition) -> dict[str, Any]:
+    """The apiextensions.k8s.io/v1 CustomResourceDefinition for one resource."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": definition.name,
+            "labels": {"app.kubernetes.io/part-of": "lestrade"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": definition.kind,
+                "listKind": f"{definition.kind}List",
+                "plural": definition.plural,
+                "singular": definition.singular,
+                "shortNames": [definition.short_name],
+                "categories": [CATEGORY],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": copy.deepcopy(definition.columns),
+                    "schema": {"openAPIV3Schema": _root_schema(definition)},
+                }
+            ],
+        },
+    }
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """All Lestrade CRDs, Investigation first."""
+    return [crd_manifest(d) for d in DEFINITIONS]

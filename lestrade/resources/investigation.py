@@ -1,0 +1,268 @@
+"""The Investigation resource: one troubleshooting run of the agent, as a Kubernetes object.
+
+A person (or the API, for `/api/investigate`) writes the spec; the operator runs the agent and
+reports progress in status. The spec is frozen once the run has started because the agent has
+already acted on it; the one exception is `decisions`, which is how a person approves or
+refuses tool calls while the run waits (see `immutability_rule`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from .common import (
+    DURATION_PATTERN,
+    PRESERVE_UNKNOWN,
+    Condition,
+    Decision,
+    PendingApproval,
+    ToolCall,
+    TranscriptRef,
+    Usage,
+    WireModel,
+    cel_rule,
+    parse_duration,
+)
+from .constants import API_VERSION, INVESTIGATION_KIND
+
+__all__ = [
+    "InvestigationPhase",
+    "InvestigationSpec",
+    "InvestigationStatus",
+    "Investigation",
+    "MUTABLE_SPEC_FIELDS",
+    "immutability_rule",
+]
+
+MAX_STEPS_LIMIT = 100
+
+# Bounded so the immutability rule's cost estimate stays within the apiserver's CEL budget.
+SectionText = Annotated[str, StringConstraints(max_length=8192)]
+
+
+class InvestigationPhase(StrEnum):
+    """Where the run is."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class InvestigationSpec(WireModel):
+    """What to investigate and how."""
+
+    title: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="Short name of the problem, e.g. the alert name "
+        "('KubePodCrashLooping on shop/web-1'). Required.",
+    )
+    description: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="Longer description of the problem, e.g. the alert's description.",
+    )
+    source: str = Field(
+        default="kubernetes",
+        max_length=253,
+        description="Where the problem was reported: kubernetes, prometheus, pagerduty, "
+        "opsgenie, jira, ...",
+    )
+    subject: dict[str, Any] | None = Field(
+        default=None,
+        description="What the problem is about, free-form, as in /api/investigate "
+        "(e.g. {name: web-1, namespace: shop, kind: Pod}).",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    context: dict[str, Any] | None = Field(
+        default=None,
+        description="Extra facts for the investigation, free-form, as in /api/investigate "
+        "(e.g. alert labels and annotations).",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    question: str | None = Field(
+        default=None,
+        max_length=32768,
+        description="An extra question to answer in addition to explaining the problem.",
+    )
+    model: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Name of the model to use, from the operator's modelList; the default "
+        "model when omitted.",
+    )
+    sections: dict[str, SectionText] | None = Field(
+        default=None,
+        max_length=50,
+        description="Sections the analysis must have: title -> what to write in it. "
+        "HolmesGPT's investigation sections when omitted.",
+    )
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_STEPS_LIMIT,
+        description=f"Most model calls the run may make (1-{MAX_STEPS_LIMIT}); the run fails "
+        "with reason StepLimit when it needs more. Operator default when omitted.",
+    )
+    timeout: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=DURATION_PATTERN,
+        description="Longest the run may take, as a duration like 90s, 10m or 1h30m "
+        "(time spent waiting for approval included). Operator default when omitted.",
+    )
+    enable_tool_approval: bool = Field(
+        default=True,
+        description="true: tool calls that need approval pause the run "
+        "(phase AwaitingApproval) until spec.decisions has a decision for them; "
+        "false: such calls are refused and the model is told so.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        description="Delete the Investigation this many seconds after it Succeeded or "
+        "Failed; kept until deleted by hand when omitted.",
+    )
+    decisions: dict[str, Decision] | None = Field(
+        default=None,
+        max_length=500,
+        description="Approvals: tool call id (from status.pendingApprovals) -> "
+        "{approved, reason}. The only field that may change while the run is in progress.",
+    )
+
+    def timeout_seconds(self) -> float | None:
+        """spec.timeout in seconds, or None when not set."""
+        return parse_duration(self.timeout) if self.timeout else None
+
+
+class InvestigationStatus(WireModel):
+    """What the operator found and how far it got. Written only by the operator."""
+
+    phase: InvestigationPhase | None = Field(
+        default=None,
+        description="Pending (accepted, not started), Running, AwaitingApproval (paused "
+        "until spec.decisions answers status.pendingApprovals), Succeeded or Failed.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Conditions: Succeeded (Unknown while running, True or False at the end; "
+        "kubectl wait --for=condition=Succeeded) and AwaitingApproval.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    analysis: str | None = Field(
+        default=None, description="The analysis, in markdown, once the run succeeded."
+    )
+    sections: dict[str, str] | None = Field(
+        default=None, description="The analysis split into the sections asked for in spec."
+    )
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list,
+        description="Tool calls made so far, oldest first (the transcript has their output).",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["id"],
+        },
+    )
+    tool_call_count: int = Field(
+        default=0, ge=0, description="Number of tool calls made so far."
+    )
+    pending_approvals: list[PendingApproval] = Field(
+        default_factory=list,
+        description="Tool calls waiting for a decision in spec.decisions.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["toolCallId"],
+        },
+    )
+    usage: Usage | None = Field(default=None, description="Tokens and cost spent so far.")
+    steps: int = Field(default=0, ge=0, description="Model calls made so far.")
+    start_time: datetime | None = Field(default=None, description="When the run started.")
+    completion_time: datetime | None = Field(
+        default=None, description="When the run Succeeded or Failed."
+    )
+    message: str | None = Field(
+        default=None, description="Human-readable summary of the current state or the error."
+    )
+    model: str | None = Field(
+        default=None, description="The model actually used (spec.model or the default)."
+    )
+    transcript: TranscriptRef | None = Field(
+        default=None, description="Where the full conversation with the model is kept."
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status reflects."
+    )
+    kopf: dict[str, Any] | None = Field(
+        default=None,
+        description="Operator bookkeeping (handler progress); not meant for people.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+
+
+class Investigation(WireModel):
+    """An Investigation object as read from the apiserver (metadata kept but not validated)."""
+
+    api_version: Literal["lestrade.dev/v1alpha1"] = Field(
+        default=API_VERSION, description="lestrade.dev/v1alpha1"
+    )
+    kind: Literal["Investigation"] = Field(default=INVESTIGATION_KIND, description="Investigation")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
+    spec: InvestigationSpec = Field(description="What to investigate and how.")
+    status: InvestigationStatus = Field(
+        default_factory=InvestigationStatus, description="What the operator found."
+    )
+
+    @property
+    def name(self) -> str | None:
+        """metadata.name"""
+        return self.metadata.get("name")
+
+    @property
+    def namespace(self) -> str | None:
+        """metadata.namespace"""
+        return self.metadata.get("namespace")
+
+
+# Spec fields a person may change after the run started.
+MUTABLE_SPEC_FIELDS: frozenset[str] = frozenset({"decisions"})
+
+
+def immutability_rule() -> dict[str, Any]:
+    """The root-level CEL rule freezing the spec (except decisions) once the run started.
+
+    It sits at the root of the schema because it must read oldSelf.status.phase and compare
+    spec fields; a rule under spec cannot see status. Status-subresource writes pass because
+    the apiserver keeps the old spec for them, so every comparison is equal. It is generated
+    from the model's fields so a new spec field is frozen too without anyone remembering to.
+    """
+    checks = []
+    for field in InvestigationSpec.model_fields.values():
+        wire = field.alias
+        assert wire is not None
+        if wire in MUTABLE_SPEC_FIELDS:
+            continue
+        checks.append(
+            f"(has(self.spec.{wire}) ? has(oldSelf.spec.{wire}) && "
+            f"self.spec.{wire} == oldSelf.spec.{wire} : !has(oldSelf.spec.{wire}))"
+        )
+    started = (
+        "has(oldSelf.status) && has(oldSelf.status.phase) && oldSelf.status.phase != 'Pending'"
+    )
+    return cel_rule(
+        f"!({started}) || (" + " && ".join(checks) + ")",
+        "spec is immutable once the investigation has started; only spec.decisions may change",
+        messageExpression="'spec is immutable once the investigation is ' + "
+        "oldSelf.status.phase + ': only spec.decisions may change "
+        "(create a new Investigation to change anything else)'",
+        reason="FieldValueForbidden",
+        fieldPath=".spec",
+    )

@@ -98,7 +98,7 @@ class _KubeTools:
         headers, rows = server_table_rows(table, with_labels=True)
         if not rows:
             return f"No resources found in {namespace} namespace." if res.namespaced else "No resources found."
-        return render_table(headers, rows)
+        return render_table(headers, rows) + _more_note(table)
 
     async def get_in_cluster(self, p: Params) -> str:
         res = await self.api.resolve(p.str("kind"))
@@ -106,7 +106,7 @@ class _KubeTools:
         headers, rows = server_table_rows(table, with_namespace=res.namespaced, with_labels=True)
         if not rows:
             return "No resources found."
-        return render_table(headers, rows)
+        return render_table(headers, rows) + _more_note(table)
 
     async def find(self, p: Params) -> str:
         keyword = p.str("keyword").lower()
@@ -293,6 +293,15 @@ def format_top_nodes(items: list[dict[str, Any]], allocatable: dict[str, dict[st
     if not rows:
         return "No node metrics found."
     return render_table(["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"], rows)
+
+
+def _more_note(table: dict[str, Any]) -> str:
+    meta = table.get("metadata") or {}
+    if not meta.get("continue"):
+        return ""
+    remaining = meta.get("remainingItemCount")
+    count = f"{remaining} " if remaining else ""
+    return f"\n[{count}more not listed; query a namespace or use kubectl_find_resource]"
 
 
 def _ns_flag(p: Params) -> str:

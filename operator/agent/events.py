@@ -21,6 +21,9 @@ __all__ = [
     "ModelMessage",
     "ToolStarted",
     "ToolResult",
+    "Truncation",
+    "ModelRetry",
+    "CompactionStarted",
     "TokenCount",
     "ApprovalNeeded",
     "PendingApproval",
@@ -62,6 +65,17 @@ class ToolStarted:
 
 
 @dataclass(frozen=True)
+class Truncation:
+    """A tool result cut to fit its share of the context window (reference 000's fields)."""
+
+    tool_call_id: str
+    tool_name: str
+    start_index: int
+    end_index: int
+    original_token_count: int
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """A tool call finished (status: success | error | no_data | approval_required | denied)."""
 
@@ -73,12 +87,14 @@ class ToolResult:
     description: str = ""
     truncated: bool = False
     original_tokens: int | None = None
+    truncation: Truncation | None = None
     kind: Literal["tool_result"] = "tool_result"
 
 
 @dataclass(frozen=True)
 class TokenCount:
-    """Usage after a model call: the model's usage plus the per-role breakdown of the window."""
+    """Usage after a model call: that call's usage and cost as the provider reported them
+    (sum them for a run's total) plus the per-role breakdown of the window now."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -87,7 +103,22 @@ class TokenCount:
     breakdown: dict[str, int]
     max_tokens: int
     max_output_tokens: int
+    truncations: list[Truncation] = field(default_factory=list)
     kind: Literal["token_count"] = "token_count"
+
+
+@dataclass(frozen=True)
+class ModelRetry:
+    """A model call failed and will be retried after `delay` seconds.
+
+    reason: RateLimited | ServerError | ModelTimeout | ConnectionError | MalformedToolCall.
+    """
+
+    attempt: int
+    reason: str
+    delay: float
+    message: str
+    kind: Literal["model_retry"] = "model_retry"
 
 
 @dataclass(frozen=True)
@@ -107,14 +138,34 @@ class ApprovalNeeded:
 
 
 @dataclass(frozen=True)
+class CompactionStarted:
+    """The history passed the threshold; a summary call is about to run."""
+
+    initial_tokens: int
+    num_messages: int
+    max_context_size: int
+    threshold_pct: int
+    kind: Literal["compaction_started"] = "compaction_started"
+
+
+@dataclass(frozen=True)
 class Compaction:
-    """History was compacted by a model summary (the fields of reference 000's metadata)."""
+    """History was compacted by a model summary (the fields of reference 000's metadata).
+
+    `messages` is the compacted working history; later `MessageAdded.index` values are
+    positions in it. The raw transcript the consumer keeps is unaffected (append-only).
+    """
 
     tokens_before: int
     tokens_after: int
     messages_before: int
     messages_after: int
     summary: str
+    max_context_size: int = 0
+    threshold_pct: int = 0
+    compression_ratio_pct: float = 0.0
+    compaction_cost: dict[str, float] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     kind: Literal["compaction"] = "compaction"
 
 
@@ -143,6 +194,8 @@ AgentEvent = (
     | ToolResult
     | TokenCount
     | ApprovalNeeded
+    | ModelRetry
+    | CompactionStarted
     | Compaction
     | Answer
     | AgentError

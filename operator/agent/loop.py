@@ -1,0 +1,361 @@
+"""The agent: a tool-calling loop over litellm, as an async generator of events.
+
+`Agent.run` takes a conversation (OpenAI message dicts) and drives it to an answer, a pause
+for approval, or an error, yielding every step as an event (`events.py`). It holds no state
+between runs: a paused or crashed run is resumed by calling `run` again with the stored
+transcript, the user's `decisions`, and the ids of calls that had started before a crash.
+
+One step: (maybe compact the history) -> model call (retried on 429/5xx/timeouts, once more on
+malformed tool arguments) -> the turn's tool calls, concurrently -> loop guard. The step that
+reaches `max_steps` is asked to answer without tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Collection, Mapping
+from typing import Any
+
+from lestrade.config import ModelConfig
+from lestrade.operator.agent import prompt_text as text
+from lestrade.operator.agent.answer import format_answer
+from lestrade.operator.agent.events import (
+    AgentError,
+    AgentEvent,
+    Answer,
+    Compaction,
+    CompactionStarted,
+    MessageAdded,
+    ModelMessage,
+    ModelRetry,
+    TokenCount,
+    Truncation,
+)
+from lestrade.operator.agent.guard import LoopGuard
+from lestrade.operator.agent.limits import Limits
+from lestrade.operator.agent.model import ModelCallError, ModelReply, complete
+from lestrade.operator.agent.prompts import (
+    InvestigationRequest,
+    PromptConfig,
+    system_prompt,
+    user_prompt,
+)
+from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
+from lestrade.operator.agent.toolcalls import Call, calls_of, parse_arguments, unresolved_calls
+from lestrade.operator.agent.turn import StopRun, Turn
+from lestrade.operator.agent.window import Compacted, compact, is_note, latest_ask_index
+from lestrade.operator.tools.base import ToolRegistry
+
+__all__ = ["Agent", "Decision"]
+
+Decision = tuple[bool, str | None]
+"""(approved, reason) for one pending tool call id."""
+
+
+class Agent:
+    """Runs conversations against one model with one set of tools, prompts and limits."""
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        tools: ToolRegistry,
+        prompt: PromptConfig | None = None,
+        limits: Limits | None = None,
+        *,
+        enable_tool_approval: bool = True,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.prompt = prompt or PromptConfig()
+        self.limits = limits or Limits()
+        self.enable_tool_approval = enable_tool_approval
+        self.context: ContextLimits = context_limits(model.settings, self.limits)
+
+    def system_message(self) -> dict[str, Any]:
+        return {"role": "system", "content": system_prompt(self.tools, self.prompt)}
+
+    def user_message(self, ask: str | InvestigationRequest) -> dict[str, Any]:
+        """A user turn: the ask plus the enabled user-prompt sections (files, runbooks, time)."""
+        return {"role": "user", "content": user_prompt(ask, self.tools, self.prompt)}
+
+    def initial_messages(self, ask: str | InvestigationRequest) -> list[dict[str, Any]]:
+        return [self.system_message(), self.user_message(ask)]
+
+    async def run(
+        self,
+        messages: list[dict[str, Any]],
+        decisions: Mapping[str, Decision | Mapping[str, Any]] | None = None,
+        started_call_ids: Collection[str] = frozenset(),
+    ) -> AsyncIterator[AgentEvent]:
+        """Drives `messages` on; ends with exactly one Answer, ApprovalNeeded or AgentError.
+
+        `decisions` maps a pending call id to `(approved, reason)` (or the spec's
+        `{"approved": ..., "reason": ...}`); `started_call_ids` are calls of the last turn
+        that had started when the previous run died: they are reported, never re-run.
+        """
+        normalized = {k: _decision(v) for k, v in (decisions or {}).items()}
+        run = _Run(self, messages, normalized, frozenset(started_call_ids))
+        async for event in run.events():
+            yield event
+
+
+def _decision(value: Decision | Mapping[str, Any]) -> Decision:
+    if isinstance(value, Mapping):
+        reason = value.get("reason")
+        return bool(value.get("approved")), None if reason is None else str(reason)
+    approved, reason = value
+    return bool(approved), reason
+
+
+class _Run:
+    """The state of one `Agent.run` call."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        messages: list[dict[str, Any]],
+        decisions: dict[str, Decision],
+        started: frozenset[str],
+    ) -> None:
+        self.agent = agent
+        self.limits = agent.limits
+        self.settings = agent.model.settings
+        self.model_name = agent.model.litellm_model
+        self.messages = list(messages)
+        self.decisions = decisions
+        self.started = started
+        self.schemas = agent.tools.schemas()
+        self.truncations: list[Truncation] = []
+        self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)
+        self.deadline: float | None = None
+        ask = latest_ask_index(self.messages)
+        since_ask = self.messages[(ask or 0) :]
+        self.steps = sum(1 for m in since_ask if m.get("role") == "assistant")
+        ran = {m.get("tool_call_id") for m in since_ask if m.get("role") == "tool"}
+        self.guard.seed(
+            (
+                (c.name, c.params)
+                for m in since_ask
+                for c in calls_of(m)
+                if c.params is not None and c.id in ran
+            ),
+            (str(m.get("content", "")) for m in since_ask if m.get("role") == "tool"),
+        )
+
+    def _add(self, message: dict[str, Any]) -> MessageAdded:
+        self.messages.append(message)
+        return MessageAdded(index=len(self.messages) - 1, message=message)
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        if self.limits.timeout is not None:
+            self.deadline = asyncio.get_running_loop().time() + self.limits.timeout
+        try:
+            async for event in self._steps():
+                yield event
+        except ModelCallError as exc:
+            yield AgentError(reason=exc.reason, message=exc.message)
+        except StopRun as exc:
+            yield AgentError(reason=exc.reason, message=exc.message)
+
+    def _turn(self) -> Turn:
+        return Turn(
+            registry=self.agent.tools,
+            limits=self.limits,
+            guard=self.guard,
+            approvals=self.agent.enable_tool_approval,
+            deadline=self.deadline,
+            output_budget=int(self.agent.context.input_budget * self.limits.tool_output_ratio),
+            model=self.model_name,
+        )
+
+    async def _steps(self) -> AsyncIterator[AgentEvent]:
+        if not self.messages:
+            raise StopRun("InvalidConversation", "the conversation has no messages")
+        pending = unresolved_calls(self.messages)
+        if pending:
+            turn = self._turn()
+            async for event in turn.run(pending, self.decisions, self.started, self._add):
+                yield event
+            self.truncations += turn.truncations
+            if turn.paused:
+                yield await self._token_count(None)
+                yield turn.approval_event()
+                return
+            for event in self._after_turn(turn):
+                yield event
+        while True:
+            self.steps += 1
+            force = self.steps >= self.limits.max_steps
+            async for event in self._maybe_compact():
+                yield event
+            if force:
+                yield self._add({"role": "user", "content": text.ANSWER_NOW})
+            reply: ModelReply | None = None
+            async for item in self._call_model(force):
+                if isinstance(item, ModelRetry):
+                    yield item
+                else:
+                    reply = item
+            assert reply is not None
+            calls = [] if force else self._parsed_calls(reply)
+            assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            if calls:
+                assistant["tool_calls"] = [c.as_message_part() for c in calls]
+                assistant["content"] = reply.content or None
+            yield ModelMessage(
+                content=reply.content,
+                tool_calls=assistant.get("tool_calls", []),
+                reasoning=reply.reasoning,
+                step=self.steps,
+            )
+            yield self._add(assistant)
+            if not calls:
+                yield await self._token_count(reply)
+                yield self._answer(reply.content)
+                return
+            turn = self._turn()
+            async for event in turn.run(calls, {}, frozenset(), self._add):
+                yield event
+            self.truncations += turn.truncations
+            yield await self._token_count(reply)
+            if turn.paused:
+                yield turn.approval_event()
+                return
+            for event in self._after_turn(turn):
+                yield event
+
+    def _after_turn(self, turn: Turn) -> list[AgentEvent]:
+        """Loop guard verdict on a finished turn: nothing, a note to the model, or stop."""
+        if self.guard.stuck:
+            raise StopRun(
+                "LoopDetected",
+                "the model kept repeating a tool call it was told would not run again",
+            )
+        verdict = self.guard.record_step(turn.outputs)
+        if verdict == "stop":
+            raise StopRun(
+                "LoopDetected",
+                f"{self.guard.stale_steps} steps in a row produced only tool results "
+                "already seen; the investigation is not making progress",
+            )
+        if verdict == "warn":
+            note = (
+                f"{text.NOTE_PREFIX} Loop guard: the last {self.guard.stale_steps} steps "
+                "returned only results you had already seen. Change your approach or give "
+                "your final answer now."
+            )
+            return [self._add({"role": "user", "content": note})]
+        return []
+
+    def _parsed_calls(self, reply: ModelReply) -> list[Call]:
+        calls = []
+        for raw in reply.tool_calls:
+            params, error = parse_arguments(raw.arguments)
+            calls.append(Call(raw.id, raw.name, raw.arguments, params, error))
+        return calls
+
+    async def _call_model(self, force: bool) -> AsyncIterator[ModelRetry | ModelReply]:
+        """One step's model call, retried once with a note if a tool call's JSON is broken."""
+        messages: list[dict[str, Any]] = self.messages
+        for attempt in range(2):
+            reply: ModelReply | None = None
+            async for item in complete(
+                self.settings,
+                messages,
+                max_tokens=self.agent.context.max_output,
+                limits=self.limits,
+                deadline=self.deadline,
+                tools=self.schemas,
+                tool_choice="none" if force else None,
+            ):
+                if isinstance(item, ModelRetry):
+                    yield item
+                else:
+                    reply = item
+            assert reply is not None
+            bad = [] if force else [c for c in self._parsed_calls(reply) if c.params is None]
+            if not bad:
+                yield reply
+                return
+            names = ", ".join(f"{c.name} ({c.id})" for c in bad)
+            error = bad[0].error or "invalid JSON"
+            if attempt == 1:
+                raise StopRun(
+                    "MalformedToolCall",
+                    f"the model sent tool call arguments that are not valid JSON twice: "
+                    f"{names}: {error}",
+                )
+            yield ModelRetry(attempt=1, reason="MalformedToolCall", delay=0.0, message=error)
+            note = text.MALFORMED_RETRY.format(calls=names, error=error)
+            messages = [*self.messages, {"role": "user", "content": note}]
+
+    async def _maybe_compact(self) -> AsyncIterator[AgentEvent]:
+        context = self.agent.context
+        breakdown = await asyncio.to_thread(
+            token_breakdown, self.messages, self.schemas, self.model_name
+        )
+        before = breakdown["total_tokens"]
+        threshold = self.limits.compaction_ratio * context.input_budget
+        if before <= threshold:
+            return
+        threshold_pct = round(self.limits.compaction_ratio * 100)
+        yield CompactionStarted(
+            initial_tokens=before,
+            num_messages=len(self.messages),
+            max_context_size=context.window,
+            threshold_pct=threshold_pct,
+        )
+        result: Compacted | None = None
+        async for item in compact(
+            self.settings,
+            self.messages,
+            limits=self.limits,
+            input_budget=context.input_budget,
+            max_output=context.max_output,
+            deadline=self.deadline,
+        ):
+            if isinstance(item, ModelRetry):
+                yield item
+            else:
+                result = item
+        if result is None:
+            return  # nothing old enough to summarize; the window stays as it is
+        after = token_breakdown(result.messages, self.schemas, self.model_name)["total_tokens"]
+        messages_before = len(self.messages)
+        self.messages = result.messages
+        usage = result.reply.usage
+        yield Compaction(
+            tokens_before=before,
+            tokens_after=after,
+            messages_before=messages_before,
+            messages_after=len(self.messages),
+            summary=result.summary,
+            max_context_size=context.window,
+            threshold_pct=threshold_pct,
+            compression_ratio_pct=round(100 * (1 - after / before), 1) if before else 0.0,
+            compaction_cost={"total_cost": result.reply.cost, **usage},
+            messages=list(self.messages),
+        )
+
+    async def _token_count(self, reply: ModelReply | None) -> TokenCount:
+        usage = reply.usage if reply else {}
+        breakdown = await asyncio.to_thread(
+            token_breakdown, self.messages, self.schemas, self.model_name
+        )
+        return TokenCount(
+            prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
+            total_tokens=usage.get("total_tokens", 0),
+            cost=reply.cost if reply else 0.0,
+            breakdown=breakdown,
+            max_tokens=self.agent.context.window,
+            max_output_tokens=self.agent.context.max_output,
+            truncations=list(self.truncations),
+        )
+
+    def _answer(self, content: str) -> Answer:
+        sections = self.agent.prompt.sections
+        if not sections:
+            return Answer(text=content)
+        analysis, parsed = format_answer(content, list(sections))
+        return Answer(text=analysis, sections=parsed)

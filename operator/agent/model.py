@@ -1,0 +1,217 @@
+"""One model call over `litellm.acompletion`, with our own bounded, observable retries.
+
+litellm and the OpenAI client can retry on their own; we switch that off (`num_retries=0`) so
+every attempt is ours: counted, bounded by `Limits.max_retries`, delayed by exponential backoff
+or the server's `Retry-After`, announced as a `ModelRetry` event, and cut short by the run's
+deadline. Errors that retrying cannot fix (bad request, authentication) fail at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import litellm
+
+from lestrade.operator.agent.events import ModelRetry
+from lestrade.operator.agent.limits import Limits
+
+litellm.suppress_debug_info = True  # no "Give Feedback" banner in the operator's logs per error
+
+__all__ = ["RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds"]
+
+
+@dataclass(frozen=True)
+class RawToolCall:
+    """A tool call as the model sent it; `arguments` is the unparsed JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str
+    tool_calls: list[RawToolCall]
+    reasoning: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+
+
+class ModelCallError(Exception):
+    """The model call failed for good; `reason` is the AgentError reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not headers:
+        return None
+    if isinstance(headers, Mapping) and not hasattr(headers, "get_list"):
+        headers = {str(k).lower(): v for k, v in headers.items()}
+    value = headers.get(name)
+    return None if value is None else str(value)
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's requested delay (`retry-after-ms`, `retry-after` seconds or HTTP date)."""
+    response = getattr(exc, "response", None)
+    sources = (
+        getattr(response, "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in sources:
+        if (ms := _header(headers, "retry-after-ms")) is not None:
+            try:
+                return max(float(ms) / 1000, 0.0)
+            except ValueError:
+                pass
+        if (value := _header(headers, "retry-after")) is not None:
+            try:
+                return max(float(value), 0.0)
+            except ValueError:
+                parsed = email.utils.parsedate_to_datetime(value) if value else None
+                if parsed is not None:
+                    return max(parsed.timestamp() - time.time(), 0.0)
+    return None
+
+
+def _provider_status(exc: BaseException) -> int | None:
+    """The HTTP status the provider really answered, from the deepest error in the chain.
+
+    litellm re-maps provider errors partly by their message text (a 404 whose message happens
+    to contain "429" becomes a RateLimitError with status 429), so the status of the original
+    error it wraps is the trustworthy one.
+    """
+    status: int | None = None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "status_code", None)
+        if isinstance(code, int):
+            status = code
+        current = current.__cause__ or current.__context__
+    return status
+
+
+def _classify(exc: BaseException) -> str | None:
+    """The retry reason for a retryable error, None for one retrying cannot fix."""
+    if isinstance(exc, (litellm.Timeout, TimeoutError)):
+        return "ModelTimeout"
+    status = _provider_status(exc)
+    if status is not None and 400 <= status < 600:
+        if status == 429:
+            return "RateLimited"
+        if status == 408:
+            return "ModelTimeout"
+        return "ServerError" if status >= 500 else None
+    if isinstance(exc, litellm.RateLimitError):
+        return "RateLimited"
+    if isinstance(
+        exc,
+        (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.BadGatewayError),
+    ):
+        return "ServerError"
+    if isinstance(exc, litellm.APIConnectionError):
+        return "ConnectionError"
+    return None
+
+
+def _reply(response: Any) -> ModelReply:
+    message = response.choices[0].message
+    calls = [
+        RawToolCall(
+            id=str(c.id or f"call_{i}"),
+            name=str(c.function.name or ""),
+            arguments=c.function.arguments if c.function.arguments is not None else "",
+        )
+        for i, c in enumerate(getattr(message, "tool_calls", None) or [])
+    ]
+    usage = getattr(response, "usage", None)
+    counts = {
+        key: int(getattr(usage, key, 0) or 0)
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    try:
+        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # models without pricing (local, scripted) cost nothing we can know
+        cost = 0.0
+    return ModelReply(
+        content=message.content or "",
+        tool_calls=calls,
+        reasoning=getattr(message, "reasoning_content", None),
+        usage=counts,
+        cost=cost,
+    )
+
+
+async def complete(
+    settings: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int,
+    limits: Limits,
+    deadline: float | None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: str | None = None,
+) -> AsyncIterator[ModelRetry | ModelReply]:
+    """Yields a `ModelRetry` per failed attempt, then the `ModelReply`; raises ModelCallError.
+
+    `deadline` is a `loop.time()` value for the whole run (None: unbounded).
+    """
+    loop = asyncio.get_running_loop()
+    kwargs: dict[str, Any] = {"drop_params": True, **settings}
+    for owned in ("timeout", "max_retries", "stream"):  # ours to set, per attempt
+        kwargs.pop(owned, None)
+    kwargs.update(messages=list(messages), max_tokens=max_tokens, num_retries=0)
+    if tools:
+        kwargs["tools"] = list(tools)
+        if tool_choice:
+            kwargs["tool_choice"] = tool_choice
+    for attempt in range(limits.max_retries + 1):
+        budget = limits.model_timeout
+        if deadline is not None:
+            budget = min(budget, deadline - loop.time())
+            if budget <= 0:
+                raise ModelCallError("Timeout", "the run's overall timeout passed")
+        clipped = budget < limits.model_timeout
+        try:
+            async with asyncio.timeout(budget):
+                response = await litellm.acompletion(**kwargs, timeout=budget)
+            reply = _reply(response)
+        except (TimeoutError, litellm.Timeout) as exc:
+            if clipped:
+                raise ModelCallError("Timeout", "the run's overall timeout passed") from exc
+            error: BaseException = exc
+        except Exception as exc:  # classified below; non-retryable ones end the run
+            error = exc
+        else:
+            yield reply
+            return
+        reason = _classify(error)
+        detail = f"{type(error).__name__}: {error}"[:500]
+        if reason is None:
+            raise ModelCallError("ModelError", detail) from error
+        if attempt == limits.max_retries:
+            raise ModelCallError(
+                reason, f"model call failed after {attempt + 1} attempts: {detail}"
+            ) from error
+        wanted = retry_after_seconds(error)
+        delay = min(
+            wanted if wanted is not None else limits.backoff_base * 2**attempt,
+            limits.backoff_max,
+        )
+        if deadline is not None and loop.time() + delay >= deadline:
+            raise ModelCallError("Timeout", f"no time left to retry after {detail}") from error
+        yield ModelRetry(attempt=attempt + 1, reason=reason, delay=delay, message=detail)
+        await asyncio.sleep(delay)  # backoff, not synchronization

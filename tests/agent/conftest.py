@@ -1,4 +1,5 @@
-"""Fixtures of the agent tests: the scripted model server and a way to build and drive agents.
+"""Fixtures of the agent tests: a way to build agents that play a scenario on the session's
+scripted model server (`model_server`, from `lestrade.testing.model_fixtures`).
 
 Every test adds its own uniquely named scenario, so tests share one server without sharing
 fault counters or request logs.
@@ -19,19 +20,6 @@ from lestrade.operator.agent import Agent, Limits, PromptConfig
 from lestrade.operator.tools.base import ToolRegistry
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModelServer]:
-    """The shared `model_server` fixture when the plugin provides it, else our own server."""
-    try:
-        yield request.getfixturevalue("model_server")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    server = ScriptedModelServer(latency_ms=0).start()
-    yield server
-    server.stop()
 
 
 class Harness:
@@ -61,6 +49,11 @@ class Harness:
 
 
 @pytest.fixture
-def harness(scripted: ScriptedModelServer, request: pytest.FixtureRequest) -> Harness:
+def harness(model_server: ScriptedModelServer, request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """A harness with a scenario name of its own; afterwards checks that every request the
+    test made (summary calls included) carried `max_tokens`."""
     safe = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:40]
-    return Harness(scripted, f"agent-{next(_names)}-{safe}")
+    harness = Harness(model_server, f"agent-{next(_names)}-{safe}")
+    yield harness
+    missing = [r for r in harness.requests() if not isinstance(r.get("max_tokens"), int)]
+    assert not missing, f"{len(missing)} model request(s) without max_tokens"

@@ -124,3 +124,21 @@ async def test_an_investigation_answer_is_parsed_into_sections(harness) -> None:
     answer = final(events)
     assert answer.sections == {"Alert Explanation": "web-1 was OOMKilled", "Key Findings": "limit 64Mi"}
     assert answer.text.startswith("# Alert Explanation\n\nweb-1 was OOMKilled")
+
+
+async def test_tool_started_is_seen_before_the_tool_runs(harness) -> None:
+    harness.scenario(
+        steps=[
+            {"tool_calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]},
+            {"content": "done"},
+        ]
+    )
+    a, b = FakeTool("a"), FakeTool("b")
+    agent = harness.agent(registry(a, b))
+    seen_started = 0
+    async for event in agent.run(agent.initial_messages("go")):
+        if event.kind == "tool_started":
+            seen_started += 1
+            # a consumer persisting this event now has recorded the intent before execution
+            assert a.calls == [] and b.calls == []
+    assert seen_started == 2 and len(a.calls) == len(b.calls) == 1

@@ -97,8 +97,10 @@ def bench_prompt() -> None:
         )
         tools = len(registry.enabled_tools())
         verdict = "OK" if full <= BUDGET else "OVER BUDGET"
-        print(f"   {label:<28} {tools:>2} tools: {full:>5} tokens ({verdict}, budget {BUDGET});"
-              f" minimal prompt {lean:>5}")
+        print(
+            f"   {label:<28} {tools:>2} tools: {full:>5} tokens ({verdict}, budget {BUDGET});"
+            f" minimal prompt {lean:>5}"
+        )
 
 
 async def _run(agent: Agent, ask: str) -> tuple[float, list[Any]]:
@@ -125,16 +127,21 @@ async def bench_overhead(server: ScriptedModelServer, steps: int, repeats: int) 
         began = time.perf_counter()
         for body in server.requests(name):
             await litellm.acompletion(
-                messages=body["messages"], tools=body.get("tools"), max_tokens=body["max_tokens"],
-                num_retries=0, **server.litellm_params(name),
+                messages=body["messages"],
+                tools=body.get("tools"),
+                max_tokens=body["max_tokens"],
+                num_retries=0,
+                **server.litellm_params(name),
             )
         bare_ms.append((time.perf_counter() - began) * 1000)
     n = steps + 1
     loop_step = statistics.median(loop_ms) / n
     bare_step = statistics.median(bare_ms) / n
     print(f"2. loop with an instant model: {steps} tool steps + answer, median of {repeats} runs")
-    print(f"   per step {loop_step:6.1f} ms; the same requests as bare litellm calls {bare_step:6.1f} ms"
-          f" -> loop overhead {loop_step - bare_step:5.1f} ms/step")
+    print(
+        f"   per step {loop_step:6.1f} ms; the same requests as bare litellm calls {bare_step:6.1f} ms"
+        f" -> loop overhead {loop_step - bare_step:5.1f} ms/step"
+    )
 
 
 async def bench_parallel(server: ScriptedModelServer) -> None:
@@ -144,7 +151,11 @@ async def bench_parallel(server: ScriptedModelServer) -> None:
         Scenario(
             name=name,
             steps=[
-                Step(tool_calls=[ToolCall(name=f"slow{i}", arguments={"x": str(i)}) for i in range(n)]),
+                Step(
+                    tool_calls=[
+                        ToolCall(name=f"slow{i}", arguments={"x": str(i)}) for i in range(n)
+                    ]
+                ),
                 Step(content="done"),
             ],
         )
@@ -160,8 +171,10 @@ async def bench_parallel(server: ScriptedModelServer) -> None:
     measured = (stamps["last_result"] - stamps["first_start"]) * 1000
     serial = n * delay * 1000
     print(f"3. parallel tool calls: {n} tools x {delay * 1000:.0f} ms in one turn")
-    print(f"   serial would take {serial:.0f} ms, measured {measured:.0f} ms"
-          f" -> speed-up {serial / measured:.1f}x")
+    print(
+        f"   serial would take {serial:.0f} ms, measured {measured:.0f} ms"
+        f" -> speed-up {serial / measured:.1f}x"
+    )
 
 
 async def main() -> None:

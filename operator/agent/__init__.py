@@ -5,10 +5,11 @@ Usable without Kopf:
     agent = Agent(model_config, registry, PromptConfig(sections=DEFAULT_SECTIONS), Limits())
     messages = agent.initial_messages(InvestigationRequest(title="Pod web-1 crashloops"))
     async for event in agent.run(messages):
-        ...  # MessageAdded, ToolStarted, ToolResult, TokenCount, ... then Answer / ApprovalNeeded / AgentError
+        ...  # MessageAdded, ToolStarted, ToolResult, TokenCount, ...
+    # the last event is exactly one of Answer, ApprovalNeeded, AgentError
 
-Resume after a pause or a crash with `agent.run(stored_messages, decisions={call_id: (True, None)},
-started_call_ids={...})`.
+Resume after a pause or a crash with the stored transcript:
+`agent.run(stored_messages, decisions={call_id: (True, None)}, started_call_ids={...})`.
 """
 
 from lestrade.operator.agent.answer import format_answer, parse_sections, render_sections

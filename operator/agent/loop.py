@@ -43,7 +43,7 @@ from lestrade.operator.agent.prompts import (
 from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
 from lestrade.operator.agent.toolcalls import Call, calls_of, parse_arguments, unresolved_calls
 from lestrade.operator.agent.turn import StopRun, Turn
-from lestrade.operator.agent.window import Compacted, compact, is_note, latest_ask_index
+from lestrade.operator.agent.window import Compacted, compact, latest_ask_index
 from lestrade.operator.tools.base import ToolRegistry
 
 __all__ = ["Agent", "Decision"]

@@ -78,9 +78,7 @@ Answer style:
 
 CLUSTER_NAME = "You are connected to the Kubernetes cluster `{cluster_name}`."
 
-TODOWRITE_REMINDER = (
-    "Reminder: plan multi-step work with TodoWrite and keep the list current."
-)
+TODOWRITE_REMINDER = "Reminder: plan multi-step work with TodoWrite and keep the list current."
 
 SECTIONS_REQUEST = """\
 When you have finished investigating, give your final answer as one JSON object in a ```json

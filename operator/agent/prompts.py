@@ -56,7 +56,7 @@ _OFF_BY_DEFAULT = frozenset({"ai_safety"})
 
 DEFAULT_SECTIONS: dict[str, str] = {
     "Alert Explanation": "1-2 sentences on what actually happened, in terms of the affected "
-    "resource (\"pod X was OOMKilled\"), not the alert's wording.",
+    'resource ("pod X was OOMKilled"), not the alert\'s wording.',
     "Key Findings": "What you checked and what each check showed.",
     "Conclusions and Possible Root Causes": "The likely root cause(s) the evidence supports, "
     "and what remains uncertain.",

@@ -44,7 +44,9 @@ class Call:
         }
 
 
-def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+def parse_arguments(
+    raw: str | Mapping[str, Any] | None,
+) -> tuple[dict[str, Any] | None, str | None]:
     """(params, None) or (None, why the arguments are not a JSON object)."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None

@@ -90,7 +90,10 @@ class Turn:
             return True
 
     def _decide(
-        self, call: Call, tool: Tool | None, decisions: Mapping[str, tuple[bool, str | None]],
+        self,
+        call: Call,
+        tool: Tool | None,
+        decisions: Mapping[str, tuple[bool, str | None]],
         started: Collection[str],
     ) -> _Decided | None:
         """A result decided without running, "pending", or None (run it)."""
@@ -155,7 +158,7 @@ class Turn:
                 work.append((call, tool))
         for call, tool in work:
             yield ToolStarted(call.id, call.name, call.params or {}, describe(tool, call))
-        ran = dict(zip((c.id for c, _ in work), await self._run_all(work)))
+        ran = dict(zip((c.id for c, _ in work), await self._run_all(work), strict=True))
         for call in calls:
             tool = tools[call.id]
             params = call.params or {}

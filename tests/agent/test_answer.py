@@ -16,7 +16,9 @@ def test_json_in_a_code_fence() -> None:
 
 
 def test_bare_json_with_raw_newlines_and_case_differences() -> None:
-    text = '{"alert explanation": "line one\nline two", "NEXT STEPS": ["raise the limit", "redeploy"]}'
+    text = (
+        '{"alert explanation": "line one\nline two", "NEXT STEPS": ["raise the limit", "redeploy"]}'
+    )
     assert parse_sections(text, TITLES) == {
         "Alert Explanation": "line one\nline two",
         "Next Steps": "- raise the limit\n- redeploy",

@@ -11,7 +11,9 @@ from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 
 def _tools() -> tuple[FakeTool, FakeTool]:
     safe = FakeTool("get", lambda p: f"pods in {p['x']}")
-    danger = FakeTool("delete", lambda p: f"deleted {p['x']}", approval=lambda p: p["x"] != "dry-run")
+    danger = FakeTool(
+        "delete", lambda p: f"deleted {p['x']}", approval=lambda p: p["x"] != "dry-run"
+    )
     return safe, danger
 
 
@@ -60,21 +62,35 @@ async def test_approving_runs_the_stored_call_exactly(harness) -> None:
     agent, events, messages = await _pause(harness, safe, danger)
     call_id = final(events).pending[0].tool_call_id
     # The script would now ask differently; the stored call must run, not a new one.
-    harness.scenario(steps=[{"tool_calls": [{"name": "delete", "arguments": {"x": "other"}}]}, {"content": "result: {{ tool_output('delete') }}"}])
+    harness.scenario(
+        steps=[
+            {"tool_calls": [{"name": "delete", "arguments": {"x": "other"}}]},
+            {"content": "result: {{ tool_output('delete') }}"},
+        ]
+    )
     resumed = await collect(agent.run(messages, decisions={call_id: (True, None)}))
     assert final(resumed).text == "result: deleted pod/web-1"
     assert danger.calls == [{"x": "pod/web-1"}]
     assert [e.call_id for e in of_kind(resumed, "tool_started")] == [call_id]
     assert len(harness.requests()) == 2  # the model was not asked again for the paused step
     sent = harness.requests()[-1]["messages"]
-    assert sent[-1] == {"role": "tool", "tool_call_id": call_id, "name": "delete", "content": "deleted pod/web-1"}
+    assert sent[-1] == {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "name": "delete",
+        "content": "deleted pod/web-1",
+    }
 
 
 async def test_denying_tells_the_model_why(harness) -> None:
     safe, danger = _tools()
     agent, events, messages = await _pause(harness, safe, danger)
     call_id = final(events).pending[0].tool_call_id
-    resumed = await collect(agent.run(messages, decisions={call_id: {"approved": False, "reason": "production, not now"}}))
+    resumed = await collect(
+        agent.run(
+            messages, decisions={call_id: {"approved": False, "reason": "production, not now"}}
+        )
+    )
     (result,) = of_kind(resumed, "tool_result")
     assert result.status == "denied"
     assert "production, not now" in result.output
@@ -104,7 +120,12 @@ async def test_with_approvals_disabled_the_call_becomes_an_error_result(harness)
 
 
 async def test_after_a_crash_started_calls_are_not_rerun(harness) -> None:
-    harness.scenario(steps=[{"content": "unused"}, {"content": "after restart: {{ tool_outputs() | join(' | ') }}"}])
+    harness.scenario(
+        steps=[
+            {"content": "unused"},
+            {"content": "after restart: {{ tool_outputs() | join(' | ') }}"},
+        ]
+    )
     one = FakeTool("one")
     two = FakeTool("two", lambda p: "two ran")
     agent = harness.agent(registry(one, two))
@@ -113,7 +134,11 @@ async def test_after_a_crash_started_calls_are_not_rerun(harness) -> None:
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "one", "arguments": json.dumps({"x": "a"})}},
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "one", "arguments": json.dumps({"x": "a"})},
+                },
                 {"id": "c2", "type": "function", "function": {"name": "two", "arguments": "{}"}},
             ],
         }

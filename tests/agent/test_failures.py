@@ -17,7 +17,12 @@ def _never(params: dict) -> object:
 async def test_a_tool_over_its_timeout_becomes_an_error_result(harness) -> None:
     harness.scenario(
         steps=[
-            {"tool_calls": [{"name": "stuck", "arguments": {}}, {"name": "quick", "arguments": {}}]},
+            {
+                "tool_calls": [
+                    {"name": "stuck", "arguments": {}},
+                    {"name": "quick", "arguments": {}},
+                ]
+            },
             {"content": "saw: {{ tool_output('stuck') }}"},
         ]
     )
@@ -30,7 +35,9 @@ async def test_a_tool_over_its_timeout_becomes_an_error_result(harness) -> None:
 
 
 async def test_the_overall_timeout_stops_the_run(harness) -> None:
-    harness.scenario(steps=[{"tool_calls": [{"name": "stuck", "arguments": {}}]}, {"content": "never"}])
+    harness.scenario(
+        steps=[{"tool_calls": [{"name": "stuck", "arguments": {}}]}, {"content": "never"}]
+    )
     agent = harness.agent(registry(FakeTool("stuck", _never)), timeout=0.5, tool_timeout=30)
     began = time.monotonic()
     events = await collect(agent.run(agent.initial_messages("go")))

@@ -25,7 +25,11 @@ def test_guard_state_rebuilds_from_a_transcript() -> None:
 
 
 async def test_repeating_the_same_call_is_refused_then_stopped(harness) -> None:
-    variants = [{"name": "Web-1", "ns": "shop"}, {"ns": "shop ", "name": "web-1"}, {"name": "WEB-1", "ns": "Shop"}]
+    variants = [
+        {"name": "Web-1", "ns": "shop"},
+        {"ns": "shop ", "name": "web-1"},
+        {"name": "WEB-1", "ns": "Shop"},
+    ]
     harness.scenario(
         steps=[{"tool_calls": [{"name": "get", "arguments": v}]} for v in variants]
         + [{"tool_calls": [{"name": "get", "arguments": variants[0]}]}],
@@ -43,7 +47,16 @@ async def test_repeating_the_same_call_is_refused_then_stopped(harness) -> None:
 
 async def test_steps_without_new_information_warn_then_stop(harness) -> None:
     harness.scenario(
-        steps=[{"tool_calls": [{"name": "status", "arguments": {"x": "try {{ tool_outputs('status') | length }}"}}]}],
+        steps=[
+            {
+                "tool_calls": [
+                    {
+                        "name": "status",
+                        "arguments": {"x": "try {{ tool_outputs('status') | length }}"},
+                    }
+                ]
+            }
+        ],
     )
     status = FakeTool("status", lambda p: "everything pending")  # new args, same answer
     agent = harness.agent(registry(status), no_progress_steps=2, max_steps=20)
@@ -55,7 +68,8 @@ async def test_steps_without_new_information_warn_then_stop(harness) -> None:
     # step 1 is new, steps 2-3 stale -> warning, steps 4-5 stale -> stop
     assert len(status.calls) == 5
     notes = [
-        m for m in transcript(events, start)
+        m
+        for m in transcript(events, start)
         if m["role"] == "user" and m["content"].startswith(prompt_text.NOTE_PREFIX)
     ]
     assert len(notes) == 1 and "Loop guard" in notes[0]["content"]

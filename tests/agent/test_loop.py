@@ -20,7 +20,11 @@ async def test_multi_step_tool_calling_reaches_an_answer(harness) -> None:
     harness.scenario(
         steps=[
             {"tool_calls": [{"name": "pods", "arguments": {"x": "shop"}}]},
-            {"tool_calls": [{"name": "logs", "arguments": {"x": "{{ match('(web-\\\\d+)', tool='pods') }}"}}]},
+            {
+                "tool_calls": [
+                    {"name": "logs", "arguments": {"x": "{{ match('(web-\\\\d+)', tool='pods') }}"}}
+                ]
+            },
             {"content": "Root cause: {{ tool_output('logs') }}"},
         ]
     )
@@ -38,7 +42,13 @@ async def test_multi_step_tool_calling_reaches_an_answer(harness) -> None:
     assert [m.step for m in of_kind(events, "model_message")] == [1, 2, 3]
     messages = transcript(events, start)
     assert [m["role"] for m in messages] == [
-        "system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
     ]
     requests = harness.requests()
     assert len(requests) == 3
@@ -71,8 +81,15 @@ async def test_one_turns_tool_calls_run_concurrently(harness) -> None:
 
 async def test_the_last_step_forces_an_answer(harness) -> None:
     harness.scenario(
-        steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "n{{ tool_outputs() | length }}"}}]}],
-        rules=[{"when": {"last_user_contains": "used all the steps"}, "respond": {"content": "best effort"}}],
+        steps=[
+            {"tool_calls": [{"name": "echo", "arguments": {"x": "n{{ tool_outputs() | length }}"}}]}
+        ],
+        rules=[
+            {
+                "when": {"last_user_contains": "used all the steps"},
+                "respond": {"content": "best effort"},
+            }
+        ],
     )
     echo = FakeTool("echo")
     agent = harness.agent(registry(echo), max_steps=3)
@@ -87,7 +104,9 @@ async def test_the_last_step_forces_an_answer(harness) -> None:
 
 
 async def test_a_forced_step_that_still_calls_tools_stores_no_dangling_calls(harness) -> None:
-    harness.scenario(steps=[{"content": "partial", "tool_calls": [{"name": "echo", "arguments": {}}]}])
+    harness.scenario(
+        steps=[{"content": "partial", "tool_calls": [{"name": "echo", "arguments": {}}]}]
+    )
     echo = FakeTool("echo")
     agent = harness.agent(registry(echo), max_steps=1)
     start = agent.initial_messages("q")
@@ -98,8 +117,12 @@ async def test_a_forced_step_that_still_calls_tools_stores_no_dangling_calls(har
 
 
 async def test_token_counts_report_usage_and_the_breakdown(harness) -> None:
-    harness.scenario(steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "a"}}]}, {"content": "fine"}])
-    agent = harness.agent(registry(FakeTool("echo")), context_window=50_000, max_output_tokens=1_000)
+    harness.scenario(
+        steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "a"}}]}, {"content": "fine"}]
+    )
+    agent = harness.agent(
+        registry(FakeTool("echo")), context_window=50_000, max_output_tokens=1_000
+    )
     events = await collect(agent.run(agent.initial_messages("status?")))
     counts = of_kind(events, "token_count")
     assert len(counts) == 2
@@ -117,12 +140,19 @@ async def test_token_counts_report_usage_and_the_breakdown(harness) -> None:
 
 
 async def test_an_investigation_answer_is_parsed_into_sections(harness) -> None:
-    body = {"Alert Explanation": "web-1 was OOMKilled", "Key Findings": "limit 64Mi", "Next Steps": None}
+    body = {
+        "Alert Explanation": "web-1 was OOMKilled",
+        "Key Findings": "limit 64Mi",
+        "Next Steps": None,
+    }
     harness.scenario(steps=[{"content": "```json\n" + json.dumps(body) + "\n```"}])
     agent = harness.agent(registry(), PromptConfig(sections=DEFAULT_SECTIONS))
     events = await collect(agent.run(agent.initial_messages("investigate")))
     answer = final(events)
-    assert answer.sections == {"Alert Explanation": "web-1 was OOMKilled", "Key Findings": "limit 64Mi"}
+    assert answer.sections == {
+        "Alert Explanation": "web-1 was OOMKilled",
+        "Key Findings": "limit 64Mi",
+    }
     assert answer.text.startswith("# Alert Explanation\n\nweb-1 was OOMKilled")
 
 

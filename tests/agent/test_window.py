@@ -45,12 +45,22 @@ async def test_oversized_tool_output_is_truncated_for_the_model(harness) -> None
 async def test_a_long_history_is_compacted_by_a_summary_call(harness) -> None:
     block = " ".join(f"pod-{i} Running" for i in range(200))  # ~800 tokens per result
     harness.scenario(
-        steps=[{"tool_calls": [{"name": "get", "arguments": {"x": "page {{ tool_outputs() | length }}"}}]}],
+        steps=[
+            {
+                "tool_calls": [
+                    {"name": "get", "arguments": {"x": "page {{ tool_outputs() | length }}"}}
+                ]
+            }
+        ],
         rules=[
-            {"when": {"system_contains": "conversation summarizer"},
-             "respond": {"content": "<analysis>listed pages 0-3, all pods Running</analysis>"}},
-            {"when": {"any_message_contains": "was compacted"},
-             "respond": {"content": "all pods are fine"}},
+            {
+                "when": {"system_contains": "conversation summarizer"},
+                "respond": {"content": "<analysis>listed pages 0-3, all pods Running</analysis>"},
+            },
+            {
+                "when": {"any_message_contains": "was compacted"},
+                "respond": {"content": "all pods are fine"},
+            },
         ],
     )
     get = FakeTool("get", lambda p: f"{p['x']}: {block}")
@@ -74,7 +84,9 @@ async def test_a_long_history_is_compacted_by_a_summary_call(harness) -> None:
     assert done.compaction_cost["total_tokens"] > 0
 
     requests = harness.requests()
-    summary_calls = [r for r in requests if "conversation summarizer" in r["messages"][0]["content"]]
+    summary_calls = [
+        r for r in requests if "conversation summarizer" in r["messages"][0]["content"]
+    ]
     assert len(summary_calls) == 1
     assert "tools" not in summary_calls[0] and summary_calls[0]["max_tokens"] <= 500
     assert "page 0" in summary_calls[0]["messages"][1]["content"]  # the old turns were summarized

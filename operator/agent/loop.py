@@ -211,6 +211,11 @@ class _Run:
             yield self._add(assistant)
             if not calls:
                 yield await self._token_count(reply)
+                if force and not reply.content.strip():
+                    raise StopRun(
+                        "MaxStepsReached",
+                        f"the model did not answer within {self.limits.max_steps} steps",
+                    )
                 yield self._answer(reply.content)
                 return
             turn = self._turn()
@@ -248,10 +253,15 @@ class _Run:
         return []
 
     def _parsed_calls(self, reply: ModelReply) -> list[Call]:
-        calls = []
-        for raw in reply.tool_calls:
+        """The reply's calls with parsed arguments; ids made unique within the turn (some
+        providers repeat or omit them, and results are matched to calls by id)."""
+        calls: list[Call] = []
+        seen: set[str] = set()
+        for n, raw in enumerate(reply.tool_calls):
+            call_id = raw.id if raw.id and raw.id not in seen else f"{raw.id or 'call'}_{n}"
+            seen.add(call_id)
             params, error = parse_arguments(raw.arguments)
-            calls.append(Call(raw.id, raw.name, raw.arguments, params, error))
+            calls.append(Call(call_id, raw.name, raw.arguments, params, error))
         return calls
 
     async def _call_model(self, force: bool) -> AsyncIterator[ModelRetry | ModelReply]:

@@ -131,7 +131,7 @@ class Turn:
         except TimeoutError as exc:
             raise StopRun("Timeout", "the run's overall timeout passed while tools ran") from exc
 
-    async def _finish(self, call: Call, status: str, output: str) -> tuple[str, Truncation | None]:
+    async def _finish(self, call: Call, output: str) -> tuple[str, Truncation | None]:
         if len(output.encode()) <= self.output_budget:  # a token is at least one byte
             return output, None
         return await asyncio.to_thread(
@@ -175,7 +175,7 @@ class Turn:
                 continue
             else:
                 status, output = decided[call.id].status, decided[call.id].output
-            output, cut = await self._finish(call, status, output)
+            output, cut = await self._finish(call, output)
             if cut:
                 self.truncations.append(cut)
             self.outputs.append(output)

@@ -172,3 +172,30 @@ async def test_tool_started_is_seen_before_the_tool_runs(harness) -> None:
             # a consumer persisting this event now has recorded the intent before execution
             assert a.calls == [] and b.calls == []
     assert seen_started == 2 and len(a.calls) == len(b.calls) == 1
+
+
+async def test_a_forced_step_without_any_text_is_a_clear_error(harness) -> None:
+    harness.scenario(steps=[{"tool_calls": [{"name": "echo", "arguments": {}}]}])
+    agent = harness.agent(registry(FakeTool("echo")), max_steps=2)
+    events = await collect(agent.run(agent.initial_messages("q")))
+    error = final(events)
+    assert (error.kind, error.reason) == ("error", "MaxStepsReached")
+    assert "2 steps" in error.message
+
+
+async def test_repeated_tool_call_ids_are_made_unique(harness) -> None:
+    harness.scenario(
+        steps=[
+            {
+                "tool_calls": [
+                    {"name": "echo", "arguments": {"x": "1"}, "id": "same"},
+                    {"name": "echo", "arguments": {"x": "2"}, "id": "same"},
+                ]
+            },
+            {"content": "{{ tool_outputs('echo') | join(',') }}"},
+        ]
+    )
+    agent = harness.agent(registry(FakeTool("echo", lambda p: p["x"])))
+    events = await collect(agent.run(agent.initial_messages("q")))
+    assert final(events).text == "1,2"
+    assert len({r.call_id for r in of_kind(events, "tool_result")}) == 2

@@ -1,0 +1,172 @@
+"""`python -m lestrade.operator`: the Investigation operator process.
+
+Runs Kopf with the handlers of `handlers.py` until SIGINT or SIGTERM (Kopf stops the runs
+gracefully; whatever they were doing resumes from the transcript next time). Cluster-wide by
+default, or only in the namespaces given with `--namespace`.
+
+Several replicas can run at once as Kopf peers: the one that started first works, the others
+stand by and take over when its keep-alive expires (`--peering`, default: use the `lestrade`
+peering object when its CRD exists, else run standalone). `--liveness` serves Kopf's health
+endpoint for a liveness probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+
+from lestrade.config import ModelList, load_model_list
+
+from .admission import install_admission_policy
+from .context import build_engine
+from .handlers import OperatorContext, build_registry, configure_kopf
+from .runner import ToolsFactory
+from .settings import OperatorSettings
+
+__all__ = ["run_operator", "main", "default_priority"]
+
+logger = logging.getLogger("lestrade.operator")
+
+
+def default_priority() -> int:
+    """Peering priority that favours the replica started first (it keeps working on restarts
+    of the others, so a rolling update does not bounce the runs between pods)."""
+    return int((4_000_000_000 - time.time()) * 1000)
+
+
+def _connection_info(api_client: k8s.ApiClient) -> kopf.ConnectionInfo:
+    """Kopf's credentials, taken from the same client configuration the operator uses."""
+    cfg = api_client.configuration
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook(cfg)  # in-cluster: re-read the rotating service-account token
+    keys = cfg.api_key or {}
+    token = keys.get("authorization") or keys.get("BearerToken") or ""
+    scheme, _, value = token.partition(" ") if " " in token else ("Bearer", "", token)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme if value else None,
+        token=value or None,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )
+
+
+async def run_operator(
+    settings: OperatorSettings,
+    *,
+    namespaces: Sequence[str] = (),
+    standalone: bool | None = None,
+    peering_name: str = "lestrade",
+    mandatory_peering: bool = False,
+    priority: int | None = None,
+    liveness_endpoint: str | None = None,
+    models: ModelList | None = None,
+    api_client: k8s.ApiClient | None = None,
+    tools: ToolsFactory | None = None,
+    install_policy: bool = False,
+    stop_flag: Any = None,
+    ready_flag: Any = None,
+) -> None:
+    """Runs the operator until stopped (signal, or `stop_flag` for embedded use)."""
+    engine = build_engine(settings, models or load_model_list(), api_client=api_client, tools=tools)
+    if install_policy:
+        await install_admission_policy(engine.kube)
+    ctx = OperatorContext.create(engine)
+    registry = build_registry(settings.job_mode)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return _connection_info(engine.api_client)
+
+    kopf_settings = kopf.OperatorSettings()
+    configure_kopf(
+        kopf_settings,
+        peering_name=peering_name,
+        priority=default_priority() if priority is None else priority,
+    )
+    kopf_settings.peering.mandatory = mandatory_peering
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=kopf_settings,
+            memo=kopf.Memo(lestrade=ctx),
+            clusterwide=not namespaces,
+            namespaces=list(namespaces),
+            standalone=standalone,
+            liveness_endpoint=liveness_endpoint,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        ctx.reaper.close()
+        engine.close()
+
+
+def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:
+    """The command line; `tools` replaces the product's tool registry (tests add their own)."""
+    env = os.environ
+    parser = argparse.ArgumentParser(prog="python -m lestrade.operator", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--namespace", "-n", action="append", default=[],
+        help="watch only this namespace (repeatable; default: all namespaces, or "
+        "LESTRADE_WATCH_NAMESPACES=a,b)",
+    )
+    peering = parser.add_mutually_exclusive_group()
+    peering.add_argument("--standalone", action="store_true", help="no peering with other replicas")
+    peering.add_argument("--peering", metavar="NAME", help="peer with replicas through this peering object (mandatory)")
+    parser.add_argument("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
+    parser.add_argument(
+        "--liveness", metavar="URL", default=env.get("LESTRADE_OPERATOR_LIVENESS"),
+        help="serve Kopf's health endpoint, e.g. http://0.0.0.0:8081/healthz",
+    )
+    parser.add_argument("--concurrency", type=int, default=None, help="concurrent runs (LESTRADE_MAX_CONCURRENT_RUNS)")
+    parser.add_argument("--job-mode", action="store_true", default=None, help="run each investigation as a Job (LESTRADE_JOB_MODE)")
+    parser.add_argument(
+        "--install-admission-policy", action=argparse.BooleanOptionalAction,
+        default=env.get("LESTRADE_INSTALL_ADMISSION_POLICY", "true").lower() in ("1", "true", "yes"),
+        help="apply the spec.decisions admission policy at start (needs the right to; the chart "
+        "ships it instead)",
+    )
+    parser.add_argument("--verbose", "-v", action="store_true")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("kopf.objects", "LiteLLM", "httpx", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+
+    settings = OperatorSettings.from_env(concurrency=args.concurrency, job_mode=args.job_mode)
+    namespaces = args.namespace or [
+        ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
+    ]
+    asyncio.run(
+        run_operator(
+            settings,
+            namespaces=namespaces,
+            standalone=True if args.standalone else None,
+            peering_name=args.peering or env.get("LESTRADE_PEERING_NAME", "lestrade"),
+            mandatory_peering=bool(args.peering),
+            priority=args.priority,
+            liveness_endpoint=args.liveness,
+            tools=tools,
+            install_policy=args.install_admission_policy,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

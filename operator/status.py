@@ -1,0 +1,154 @@
+"""Coalesced status writes for one resource.
+
+An agent run produces many small facts per second (a token count, a tool call starting, a
+result). Patching status for each of them would flood the apiserver and every watcher (each
+patch is a watch event for Kopf, kubectl and the API), so the writer keeps the status it
+believes is stored, marks the fields that changed, and sends one merge patch per `interval`
+carrying only those fields. Milestones (phase changes, approvals, the end) are sent at once,
+together with whatever progress was still waiting.
+
+Only the operator (or the Job running the investigation) writes status, and only one writer is
+active per resource, so a merge patch of the changed top-level fields is enough; lists such as
+`conditions` are always sent whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from lestrade.resources.common import Condition, ConditionStatus, condition, set_condition
+
+from .kube import Kube
+
+__all__ = ["StatusWriter", "now_iso"]
+
+logger = logging.getLogger(__name__)
+
+
+def now_iso() -> str:
+    """The current time as metav1.Time serializes it (seconds, UTC, `Z`)."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+class StatusWriter:
+    """Holds the resource's status in memory and patches the changed fields, coalesced."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        initial: Mapping[str, Any] | None = None,
+        *,
+        interval: float = 0.3,
+        generation: int | None = None,
+    ) -> None:
+        """`path` is the resource's URL path (without `/status`)."""
+        self._kube = kube
+        self._path = f"{path}/status"
+        self.current: dict[str, Any] = copy.deepcopy(dict(initial or {}))
+        self._dirty: set[str] = set()
+        self._interval = interval
+        self._generation = generation
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_flush = float("-inf")
+        self._error: BaseException | None = None
+        self.patches = 0
+        self.last_object: dict[str, Any] | None = None
+        """The whole object as the apiserver returned it after the last patch."""
+
+    # -- changing ------------------------------------------------------------------------------
+
+    def set(self, **fields: Any) -> None:
+        """Changes top-level status fields (camelCase names); sent within `interval`."""
+        for key, value in fields.items():
+            if self.current.get(key) != value or key not in self.current:
+                self.current[key] = value
+                self._dirty.add(key)
+        self._schedule()
+
+    def set_condition(
+        self, type: str, status: ConditionStatus | bool, reason: str, message: str = ""  # noqa: A002
+    ) -> None:
+        """Sets one condition (Kubernetes conventions: the transition time only moves on change)."""
+        existing = [Condition.model_validate(c) for c in self.current.get("conditions", [])]
+        new = condition(type, status, reason, message[:32000], observed_generation=self._generation)
+        updated = [c.to_wire() for c in set_condition(existing, new)]
+        self.set(conditions=updated)
+
+    def condition_status(self, type: str) -> str | None:  # noqa: A002
+        for item in self.current.get("conditions", []):
+            if item.get("type") == type:
+                return str(item.get("status"))
+        return None
+
+    async def milestone(self, **fields: Any) -> None:
+        """Changes fields and sends everything waiting now."""
+        self.set(**fields)
+        await self.flush()
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if not self._dirty or self._timer is not None:
+            return
+        running = self._task is not None and not self._task.done()
+        if running and self._task is not asyncio.current_task():
+            return  # the running flush re-schedules when it is done
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._last_flush + self._interval - loop.time())
+        self._timer = loop.call_later(delay, self._start_background_flush)
+
+    def _start_background_flush(self) -> None:
+        self._timer = None
+        self._task = asyncio.create_task(self._background_flush(), name="status flush")
+
+    async def _background_flush(self) -> None:
+        try:
+            await self.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # surfaced by the next milestone
+            logger.warning("status patch of %s failed: %s", self._path, exc)
+            self._error = exc
+
+    async def flush(self) -> None:
+        """Sends the changed fields now (waits for a flush already under way)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            if self._dirty:
+                keys, self._dirty = self._dirty, set()
+                patch = {key: self.current.get(key) for key in keys}
+                if self._generation is not None:
+                    patch["observedGeneration"] = self._generation
+                self._last_flush = asyncio.get_running_loop().time()
+                try:
+                    self.last_object = await self._kube.patch(self._path, {"status": patch})
+                    self.patches += 1
+                except BaseException:
+                    self._dirty |= keys
+                    raise
+        self._schedule()
+
+    async def close(self) -> None:
+        """Stops background sending (what is unsent stays unsent)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass

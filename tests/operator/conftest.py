@@ -1,0 +1,36 @@
+"""Fixtures of the operator tests: an in-process operator per test, bound to its namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from lestrade.config import ModelList
+from opkit import OperatorThread, model_list, test_registry
+
+
+@pytest.fixture
+def start_operator(
+    cluster: Any, crds: None, namespace: str, model_server: Any
+) -> Iterator[Callable[..., OperatorThread]]:
+    """`start_operator(*scenarios, models=None, tools=test_registry, **settings)`: an operator
+    watching the test's namespace. Its models are the named scenarios of the session's model
+    server (first = default) unless `models` is given; `tools=None` means the product's own
+    default registry."""
+    started: list[OperatorThread] = []
+
+    def start(
+        *scenarios: str, models: ModelList | None = None, tools: Any = test_registry, **settings: Any
+    ) -> OperatorThread:
+        op = OperatorThread(
+            cluster, namespace, models or model_list(model_server, *scenarios), tools=tools, **settings
+        )
+        started.append(op)
+        return op.start()
+
+    yield start
+    for op in started:
+        if op._thread is not None and op._thread.is_alive():
+            op.stop()

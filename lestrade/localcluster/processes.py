@@ -1,8 +1,9 @@
 """Child processes that never outlive the Python process that started them.
 
 Each control-plane process gets its own session (so a terminal's Ctrl-C reaches only us and we
-stop the children in order) and asks the kernel for SIGTERM when its parent dies (so even a
-`kill -9` of Python leaves no etcd or apiserver behind).
+stop the children in order) and asks the kernel for SIGKILL when its parent dies (so even a
+`kill -9` of Python leaves no etcd or apiserver behind). SIGKILL rather than SIGTERM: a graceful
+apiserver shutdown waits on an etcd that died with it and can take minutes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class StartupError(RuntimeError):
 def _die_with_parent() -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
 

@@ -172,6 +172,9 @@ class ScriptedModelServer:
             raise RuntimeError("the scripted model server is already running")
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it; without it every small response waits ~40 ms (Nagle
+        # against delayed ACKs), which dominated every test that talks to the model
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self._port))
         self._port = sock.getsockname()[1]
         ready = threading.Event()

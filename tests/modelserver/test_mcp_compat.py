@@ -48,3 +48,14 @@ def test_pinned_mcp_works_with_litellm_completion(model_server: ScriptedModelSer
 
     assert is_mcp_available()
     assert model_server.requests(scenario_name)[0]["tools"] == TOOLS
+
+
+def test_litellm_mcp_tool_conversion_works_with_pinned_mcp() -> None:
+    """litellm's MCP helpers read `Tool.inputSchema`, which mcp 2 renamed: the pin keeps mcp 1.x."""
+    import mcp.types
+    from litellm.experimental_mcp_client.tools import transform_mcp_tool_to_openai_tool
+
+    tool = mcp.types.Tool(name="kubectl_get", description="list", inputSchema={"type": "object", "properties": {}})
+    converted = transform_mcp_tool_to_openai_tool(tool)
+    assert converted["function"]["name"] == "kubectl_get"
+    assert converted["function"]["parameters"]["type"] == "object"

@@ -175,17 +175,9 @@ def set_condition(conditions: list[Condition], new: Condition) -> list[Condition
 class Decision(WireModel):
     """A person's decision on one tool call that waited for approval."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "has(self.approved)",
-                    "a decision needs approved: true (run the tool call) or false (refuse it)",
-                )
-            ]
-        }
-    )
-
+    # `approved` is required by the schema itself: the apiserver answers
+    # "spec.decisions.ID.approved: Required value". A CEL rule saying the same would never run,
+    # because the apiserver skips CEL rules on objects that already failed schema validation.
     approved: bool = Field(
         description="true runs the tool call as the model asked; false refuses it and the "
         "model is told it was refused (with the reason, if given)."

@@ -147,7 +147,8 @@ def _root_schema(definition: CrdDefinition) -> dict[str, Any]:
                 "type": "string",
                 "description": f"Kind is the type of this object: {definition.kind}.",
             },
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            # The apiserver owns metadata's schema and refuses anything but a bare type here.
+            "metadata": {"type": "object"},
             "spec": structural_schema(definition.spec_model),
             "status": structural_schema(definition.status_model),
         },

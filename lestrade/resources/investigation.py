@@ -231,6 +231,16 @@ class Investigation(WireModel):
         """metadata.namespace"""
         return self.metadata.get("namespace")
 
+    def manifest(self) -> dict[str, Any]:
+        """The object to create: apiVersion, kind, metadata and spec (status belongs to the
+        operator and would be dropped by the apiserver anyway)."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": dict(self.metadata),
+            "spec": self.spec.to_wire(),
+        }
+
 
 # Spec fields a person may change after the run started.
 MUTABLE_SPEC_FIELDS: frozenset[str] = frozenset({"decisions"})

@@ -180,3 +180,18 @@ def test_condition_builder_and_set_condition_keep_transition_time() -> None:
 def test_condition_reason_must_be_a_camel_case_word() -> None:
     with pytest.raises(ValidationError):
         condition("Succeeded", True, "not a word")
+
+
+def test_manifest_is_what_to_create() -> None:
+    inv = Investigation(
+        metadata={"name": "crash", "namespace": "shop"},
+        spec=InvestigationSpec(title="t", max_steps=3),
+    )
+    assert inv.manifest() == {
+        "apiVersion": "lestrade.dev/v1alpha1",
+        "kind": "Investigation",
+        "metadata": {"name": "crash", "namespace": "shop"},
+        "spec": {"title": "t", "source": "kubernetes", "maxSteps": 3, "enableToolApproval": True},
+    }
+    conv = Conversation(metadata={"name": "chat"}, spec=ConversationSpec(turns=[{"ask": "hi"}]))
+    assert conv.manifest()["spec"] == {"turns": [{"ask": "hi"}], "enableToolApproval": True}

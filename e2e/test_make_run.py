@@ -75,7 +75,8 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running) -> None:
     proc, workdir, port = running
     kubeconfig = workdir / ".lestrade" / "kubeconfig"
     assert kubeconfig.exists()
-    kubectl = [str(binary_path("kubectl")), f"--kubeconfig={kubeconfig}"]
+    cache = workdir / "kubectl-cache"  # not ~/.kube/cache: ports of earlier clusters get reused
+    kubectl = [str(binary_path("kubectl")), f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
 
     crds = subprocess.run([*kubectl, "get", "crd", "-o", "name"], capture_output=True, text=True, check=True)
     assert "investigations.lestrade.dev" in crds.stdout

@@ -18,9 +18,10 @@ import urllib.request
 from pathlib import Path
 
 from lestrade.config import api_bind
-from lestrade.localcluster import BuildError, LocalCluster, StartupError
+from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary_path
 from lestrade.localcluster.cluster import free_port
 from lestrade.localcluster.processes import ManagedProcess, wait_until
+from lestrade.localcluster.versions import KUBERNETES_VERSION
 
 __all__ = ["main"]
 
@@ -43,6 +44,29 @@ def _python(module: str, log: Path, env: dict[str, str]) -> ManagedProcess:
     return ManagedProcess(module, [sys.executable, "-m", module], log, env=env).start()
 
 
+def _stable_api_port(preferred: int = 6443) -> int | None:
+    """6443 when free: kubectl caches discovery per host:port, and the test suite's clusters use
+    random ports, so a stable port keeps a stale cache of some test cluster from shadowing ours."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", preferred))
+        except OSError:
+            return None
+    return preferred
+
+
+def _link_kubectl(state_dir: Path) -> Path:
+    """`.lestrade/bin/kubectl` → the kubectl built with the control plane (a newcomer may have none)."""
+    bin_dir = (state_dir / "bin").resolve()
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link = bin_dir / "kubectl"
+    link.unlink(missing_ok=True)
+    link.symlink_to(binary_path("kubectl"))
+    return bin_dir
+
+
 def run(state_dir: Path = STATE_DIR) -> int:
     state_dir.mkdir(exist_ok=True)
     logs = (state_dir / "logs").resolve()
@@ -60,7 +84,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
         else:
             kubeconfig = (state_dir / "kubeconfig").resolve()
             print("lestrade: starting the local control plane ...", flush=True)
-            cluster = LocalCluster.start(kubeconfig=kubeconfig)
+            cluster = LocalCluster.start(kubeconfig=kubeconfig, api_port=_stable_api_port())
             print(f"lestrade: control plane up in {time.monotonic() - started:.1f}s at {cluster.server}")
 
         from kubernetes import config as k8s_config
@@ -71,6 +95,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
             install_crds(api, wait=True, timeout=60)
         print("lestrade: CRDs installed (investigations.lestrade.dev, conversations.lestrade.dev)")
 
+        bin_dir = _link_kubectl(state_dir)
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
         if not env.get("LESTRADE_MODEL_LIST"):
             port = free_port()
@@ -95,6 +120,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
 Lestrade is running (Ctrl-C stops everything).
   API:        http://{host}:{port}   (curl http://{host}:{port}/readyz)
   kubeconfig: export KUBECONFIG={kubeconfig}
+  kubectl:    export PATH={bin_dir}:$PATH   (the kubectl {KUBERNETES_VERSION} built for this cluster)
   try:        kubectl apply -f examples/crashloop.yaml && kubectl get inv -w
   logs:       {logs}/
 """, flush=True)

@@ -64,12 +64,26 @@ class LocalCluster(ServiceAccountTokens):
     owns_data_dir: bool = True
 
     @classmethod
-    def start(
+    def start(cls, data_dir: Path | None = None, **kwargs: object) -> LocalCluster:
+        """Starts a control plane; retried when a free port was taken before a process bound it."""
+        for attempt in range(3):
+            if attempt and data_dir is not None:  # stop() keeps a dir it did not create
+                shutil.rmtree(data_dir, ignore_errors=True)
+            try:
+                return cls._start(data_dir, **kwargs)  # type: ignore[arg-type]
+            except StartupError as exc:
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _start(
         cls,
         data_dir: Path | None = None,
         *,
         nodes: int = 2,
         kubeconfig: Path | None = None,
+        api_port: int | None = None,
         timeout: float = 90.0,
     ) -> LocalCluster:
         bins = ensure_binaries(["kubernetes", "etcd", "kwok"])
@@ -78,7 +92,7 @@ class LocalCluster(ServiceAccountTokens):
         data_dir.mkdir(parents=True, exist_ok=True)
         pki = create_pki(data_dir / "pki")
         logs = data_dir / "logs"
-        api_port = free_port()
+        api_port = api_port or free_port()
         server = f"https://127.0.0.1:{api_port}"
         admin_kubeconfig = write_kubeconfig(
             kubeconfig or data_dir / "admin.kubeconfig",
@@ -156,8 +170,6 @@ class LocalCluster(ServiceAccountTokens):
         self.processes.append(ManagedProcess("kube-controller-manager", [
             str(bins["kube-controller-manager"]),
             f"--kubeconfig={cm_config}",
-            f"--authentication-kubeconfig={cm_config}",
-            f"--authorization-kubeconfig={cm_config}",
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca.cert}",
             "--use-service-account-credentials=true",
@@ -165,8 +177,7 @@ class LocalCluster(ServiceAccountTokens):
             f"--cluster-signing-key-file={pki.ca.key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
+            "--secure-port=0",
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
         ], logs / "kube-controller-manager.log").start())
 
@@ -174,11 +185,8 @@ class LocalCluster(ServiceAccountTokens):
         self.processes.append(ManagedProcess("kube-scheduler", [
             str(bins["kube-scheduler"]),
             f"--kubeconfig={sched_config}",
-            f"--authentication-kubeconfig={sched_config}",
-            f"--authorization-kubeconfig={sched_config}",
             "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
+            "--secure-port=0",
         ], logs / "kube-scheduler.log").start())
 
         kwok_dir = bins["kwok"].parent

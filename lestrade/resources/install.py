@@ -90,8 +90,46 @@ def wait_established(api_client: client.ApiClient, name: str, timeout: float = 6
             stream.stop()
 
 
+_AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _discovered(api_client: client.ApiClient, group: str, version: str, plural: str) -> set[str] | None:
+    """The categories aggregated discovery lists for the resource, or None when it is absent."""
+    listing = request_json(api_client, "GET", "/apis", accept=_AGGREGATED_DISCOVERY)
+    for entry in listing.get("items", []):
+        if entry.get("metadata", {}).get("name") != group:
+            continue
+        for served in entry.get("versions", []):
+            if served.get("version") != version:
+                continue
+            for resource in served.get("resources", []):
+                if resource.get("resource") == plural:
+                    return set(resource.get("categories") or [])
+    return None
+
+
+def wait_discoverable(api_client: client.ApiClient, manifest: dict[str, Any], timeout: float) -> None:
+    """Block until the apiserver's aggregated discovery lists the CRD with its categories.
+
+    Established comes first; discovery follows asynchronously. kubectl reads aggregated
+    discovery, so a `kubectl get lestrade` in that gap fails with "doesn't have a resource type".
+    """
+    spec = manifest["spec"]
+    names = spec["names"]
+    wanted = set(names.get("categories", []))
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _discovered(api_client, spec["group"], spec["versions"][0]["name"], names["plural"])
+        if found is not None and wanted <= found:
+            return
+        if time.monotonic() > deadline:
+            raise CrdNotEstablished(f"{names['plural']} not in API discovery after {timeout}s")
+        time.sleep(0.1)
+
+
 def install_crds(api_client: client.ApiClient, wait: bool = True, timeout: float = 60) -> None:
-    """Create or replace every Lestrade CRD; with `wait`, return once all are Established."""
+    """Create or replace every Lestrade CRD; with `wait`, return once all are Established and
+    served by API discovery (so kubectl finds them at once)."""
     manifests = crd_manifests()
     for manifest in manifests:
         _apply(api_client, manifest)
@@ -101,3 +139,4 @@ def install_crds(api_client: client.ApiClient, wait: bool = True, timeout: float
             wait_established(
                 api_client, manifest["metadata"]["name"], max(1.0, deadline - time.monotonic())
             )
+            wait_discoverable(api_client, manifest, max(1.0, deadline - time.monotonic()))

@@ -113,6 +113,7 @@ class BashRunner:
         procs: list[asyncio.subprocess.Process] = []
         stderr_tasks: list[asyncio.Task[bytes]] = []
         prev_read: int | None = None
+        argvs = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
         try:
             for i, stage in enumerate(pipeline.stages):
                 last = i == len(pipeline.stages) - 1
@@ -120,7 +121,7 @@ class BashRunner:
                 write_fd: int | None = None
                 next_read: int | None = None
                 try:
-                    argv = self._argv(stage)
+                    argv = argvs[i]
                     stdin: Any = prev_read if prev_read is not None else asyncio.subprocess.DEVNULL
                     stdout: Any = asyncio.subprocess.PIPE
                     if not last:
@@ -189,33 +190,35 @@ class BashRunner:
         truncated = False
 
         async def read_stdout() -> None:
+            # Read to EOF even past the cap: on Python 3.11 `Process.wait()` only returns once
+            # every pipe is closed, so an undrained pipe would hang a killed pipeline.
             nonlocal size, truncated
             if last.stdout is None:
                 return
-            while True:
-                chunk = await last.stdout.read(65536)
-                if not chunk:
-                    return
+            while chunk := await last.stdout.read(65536):
+                if truncated:
+                    continue
                 if size + len(chunk) > budget:
                     chunks.append(chunk[: max(0, budget - size)])
                     size = budget
                     truncated = True
                     for proc in procs:
                         _kill(proc)  # enough output; do not let a producer run on
-                    return
+                    continue
                 chunks.append(chunk)
                 size += len(chunk)
 
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.gather(read_stdout(), *(p.wait() for p in procs)), timeout)
-        except asyncio.TimeoutError:
-            timed_out = True
+        tasks = [asyncio.ensure_future(read_stdout()), *(asyncio.ensure_future(p.wait()) for p in procs)]
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        timed_out = bool(pending)
+        if pending:
             for proc in procs:
                 _kill(proc)
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()
+            # Killed processes close their pipes at once; the bound only guards against a
+            # grandchild that escaped the process group and still holds a pipe open.
+            _, still = await asyncio.wait(pending, timeout=5)
+            for task in still:
+                task.cancel()
         errors = []
         for task in stderr_tasks:
             with contextlib.suppress(Exception):

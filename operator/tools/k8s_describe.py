@@ -44,7 +44,10 @@ class _Out:
 
     def kv(self, key: str, value: Any, indent: int = 0, width: int = 18) -> None:
         text = "<none>" if value is None or value == "" else str(value)
-        self.lines.append(f"{' ' * indent}{(key + ':').ljust(width)}{text}")
+        label = (key + ":").ljust(width)
+        if not label.endswith(" "):
+            label += " "  # a long key still gets a separator
+        self.lines.append(f"{' ' * indent}{label}{text}")
 
     def line(self, text: str = "") -> None:
         self.lines.append(text)

@@ -46,15 +46,13 @@ def _safe_metadata(meta: dict[str, Any]) -> dict[str, Any]:
 def secret_view(secret: dict[str, Any]) -> dict[str, Any]:
     """A Secret with every value replaced by its size; safe to show in full."""
     sizes = secret_key_sizes(secret)
-    return redact_object(
-        {
-            "apiVersion": secret.get("apiVersion", "v1"),
-            "kind": "Secret",
-            "metadata": _safe_metadata(secret.get("metadata") or {}),
-            "type": secret.get("type"),
-            "data": {k: f"<{n} bytes, value hidden>" for k, n in sizes.items()},
-        }
-    )
+    return {
+        "apiVersion": secret.get("apiVersion", "v1"),
+        "kind": "Secret",
+        "metadata": redact_object(_safe_metadata(secret.get("metadata") or {})),
+        "type": secret.get("type"),
+        "data": {k: f"<{n} bytes, value hidden>" for k, n in sizes.items()},
+    }
 
 
 def clean_object(obj: dict[str, Any]) -> dict[str, Any]:

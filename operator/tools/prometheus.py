@@ -129,7 +129,13 @@ class _Prometheus:
     async def api(self, path: str, params: list[tuple[str, str]]) -> tuple[Any, list[str]]:
         async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers, verify=self.verify) as client:
             try:
-                response = await client.post(f"{self.url}/api/v1/{path}", data=params)
+                form: dict[str, list[str]] = {}
+                for key, value in params:
+                    form.setdefault(key, []).append(value)
+                if path.startswith("label/"):  # label values is GET-only; the rest take POST (long queries)
+                    response = await client.get(f"{self.url}/api/v1/{path}", params=form)
+                else:
+                    response = await client.post(f"{self.url}/api/v1/{path}", data=form)
             except httpx.HTTPError as exc:
                 raise RuntimeError(f"cannot reach Prometheus at {self.url}: {type(exc).__name__}: {exc}") from None
         try:

@@ -102,12 +102,13 @@ _KNOWN_TOKENS = re.compile(
     r")"
 )
 # key<sep>value where the key is a credential name. The key may be quoted (JSON), a flag
-# (--password=x), an env var (DB_PASSWORD=x, DB_PASSWORD: x) or a YAML/URL-query key.
-_KEY_VALUE = re.compile(
-    r"""(?P<kq>\\?["']?)(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P=kq)"""
-    r"""(?P<sep>\s*[=:]\s*)"""
-    r"""(?:(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<val>[^\s,;&"'}\]\\]+))"""
+# (--password=x), an env var (DB_PASSWORD=x, DB_PASSWORD: x) or a YAML/URL-query key. Only the
+# key and separator are matched here; the value is read separately so a non-sensitive key never
+# swallows a sensitive pair that follows it (`args: --password=x`).
+_KEY_SEP = re.compile(
+    r"""(?P<kq>\\?["']?)(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P=kq)(?P<sep>[ \t]*[=:][ \t]*)"""
 )
+_VALUE = re.compile(r"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<val>[^\s,;&"'}\]\\]+)""")
 # A flag followed by its value as the next argument: --password hunter2
 _FLAG_SPACE = re.compile(r"(?P<key>--[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ \t]+)(?P<val>[^\s-][^\s]*)")
 # Env list entries in YAML (`- name: X` then `value: y`) and JSON form.
@@ -122,17 +123,29 @@ _SECRET_JSON_DATA = re.compile(r"(\\?\"(?:data|stringData)\\?\"\s*:\s*\{)([^{}]*
 _JSON_PAIR_VALUE = re.compile(r"(\\?\"[^\"\\]*\\?\"\s*:\s*)(\\?\")(?:[^\"\\]|\\[^\"])*(\\?\")")
 
 
-def _mask_key_value(m: re.Match[str]) -> str:
-    key = m.group("key")
-    value = m.group("qval") if m.group("vq") is not None else m.group("val")
-    if not is_sensitive_key(key.lstrip("-")) or _safe_value(value or ""):
-        return m.group(0)
-    if m.group("val") is not None and m.string.startswith(" bytes", m.end()):
-        return m.group(0)  # `kubectl describe secret` sizes, e.g. `password:  7 bytes`
-    if m.group("vq") is not None:
-        q = m.group("vq")
-        return f"{m.group('kq')}{key}{m.group('kq')}{m.group('sep')}{q}{REDACTED}{q}"
-    return f"{m.group('kq')}{key}{m.group('kq')}{m.group('sep')}{REDACTED}"
+def _mask_key_values(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _KEY_SEP.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return "".join(out)
+        value = _VALUE.match(text, m.end())
+        if value is None or not is_sensitive_key(m.group("key").lstrip("-")):
+            out.append(text[pos : m.end()])
+            pos = m.end()
+            continue
+        raw = value.group("qval") if value.group("vq") is not None else value.group("val")
+        unquoted_size = value.group("val") is not None and text.startswith(" bytes", value.end())
+        if _safe_value(raw or "") or unquoted_size:  # `password:  7 bytes` is kubectl describe's size
+            out.append(text[pos : value.end()])
+        elif value.group("vq") is not None:
+            q = value.group("vq")
+            out.append(f"{text[pos : m.end()]}{q}{REDACTED}{q}")
+        else:
+            out.append(f"{text[pos : m.end()]}{REDACTED}")
+        pos = value.end()
 
 
 def _mask_flag_space(m: re.Match[str]) -> str:
@@ -176,7 +189,7 @@ def redact(text: str) -> str:
     text = _AUTH_HEADER.sub(lambda m: m.group(0) if _safe_value(m.group(2)) else f"{m.group(1)}{REDACTED}", text)
     text = _YAML_ENV.sub(_mask_env_entry, text)
     text = _JSON_ENV.sub(_mask_env_entry, text)
-    text = _KEY_VALUE.sub(_mask_key_value, text)
+    text = _mask_key_values(text)
     text = _FLAG_SPACE.sub(_mask_flag_space, text)
     return text
 

@@ -170,16 +170,16 @@ class BashRunner:
                 continue
             path = str(r.target)
             if r.op == "<":
-                handle = open(path, "rb")
-                opened.append(handle)
-                stdin = handle
+                source: IO[bytes] = open(path, "rb")
+                opened.append(source)
+                stdin = source
                 continue
-            handle = open(path, "ab" if r.op == ">>" else "wb")
-            opened.append(handle)
+            sink: IO[bytes] = open(path, "ab" if r.op == ">>" else "wb")
+            opened.append(sink)
             if r.fd in (1, -1):
-                stdout = handle
+                stdout = sink
             if r.fd in (2, -1):
-                stderr = handle
+                stderr = sink
         return stdin, stdout, stderr
 
     async def _collect(self, procs: list[asyncio.subprocess.Process], stderr_tasks: list[asyncio.Task[bytes]],
@@ -220,9 +220,9 @@ class BashRunner:
             for task in still:
                 task.cancel()
         errors = []
-        for task in stderr_tasks:
+        for stderr_task in stderr_tasks:
             with contextlib.suppress(Exception):
-                data = await asyncio.wait_for(task, 5)
+                data = await asyncio.wait_for(stderr_task, 5)
                 if data:
                     errors.append(data.decode("utf-8", errors="replace"))
         text = b"".join(chunks).decode("utf-8", errors="replace")
@@ -261,7 +261,7 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, timeout: float = 60.0,
         return verdict.needs_approval and not verdict.forbidden
 
     async def run(p: Params) -> ToolOutput:
-        command = p.str("command")
+        command = p.required("command")
         line, verdict = evaluate_text(command)
         if verdict.forbidden:  # never runs, so it never asks for approval either
             return ToolOutput(status="error", error=f"refused: {verdict.forbidden}")

@@ -69,7 +69,7 @@ class Params:
     def __init__(self, raw: dict[str, Any] | None) -> None:
         self.raw = raw or {}
 
-    def str(self, key: str) -> str:
+    def required(self, key: str) -> str:
         value = self.opt_str(key)
         if not value:
             raise ToolInputError(f"missing required parameter '{key}'")
@@ -85,7 +85,7 @@ class Params:
             raise ToolInputError(f"parameter '{key}' must be a string")
         return value.strip()
 
-    def int(self, key: str, default: int | None = None, *, lo: int | None = None, hi: int | None = None) -> int | None:
+    def integer(self, key: str, default: int | None = None, *, lo: int | None = None, hi: int | None = None) -> int | None:
         value = self.raw.get(key)
         if value is None or value == "":
             return default
@@ -101,7 +101,7 @@ class Params:
 
     def name(self, key: str, *, required: bool = True) -> str | None:
         """A Kubernetes object or namespace name (validated: it becomes part of a URL path)."""
-        value = self.str(key) if required else self.opt_str(key)
+        value = self.required(key) if required else self.opt_str(key)
         if value is None:
             return None
         if not _K8S_NAME.match(value) or ".." in value:

@@ -204,7 +204,7 @@ class KubeApi:
     async def get(self, res: ApiResource, name: str, namespace: str | None) -> dict[str, Any]:
         return await self.get_json(res.path(namespace, name))
 
-    async def list(self, res: ApiResource, namespace: str | None = None, **query: Any) -> list[dict[str, Any]]:
+    async def list_items(self, res: ApiResource, namespace: str | None = None, **query: Any) -> list[dict[str, Any]]:
         data = await self.get_json(res.path(namespace), query)
         return list(data.get("items") or [])
 

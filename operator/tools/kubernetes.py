@@ -69,7 +69,7 @@ class _KubeTools:
         """Get one object; a namespaced object without a namespace is searched for everywhere."""
         if not res.namespaced or namespace:
             return await self.api.get(res, name, namespace if res.namespaced else None)
-        items = await self.api.list(res, fieldSelector=f"metadata.name={name}")
+        items = await self.api.list_items(res, fieldSelector=f"metadata.name={name}")
         if not items:
             raise KubeError(f'{res.display} "{name}" not found in any namespace')
         if len(items) > 1:
@@ -83,7 +83,7 @@ class _KubeTools:
     # --- get ---------------------------------------------------------------------------------
 
     async def get_by_name(self, p: Params) -> str:
-        res = await self.api.resolve(p.str("kind"))
+        res = await self.api.resolve(p.required("kind"))
         name, namespace = p.name("name"), p.name("namespace", required=False)
         if res.namespaced and not namespace:
             namespace = (await self._locate(res, name, None))["metadata"]["namespace"]
@@ -92,7 +92,7 @@ class _KubeTools:
         return render_table(headers, rows)
 
     async def get_in_namespace(self, p: Params) -> str:
-        res = await self.api.resolve(p.str("kind"))
+        res = await self.api.resolve(p.required("kind"))
         namespace = p.name("namespace")
         table = await self.api.table(res, namespace if res.namespaced else None, limit=500)
         headers, rows = server_table_rows(table, with_labels=True)
@@ -101,7 +101,7 @@ class _KubeTools:
         return render_table(headers, rows) + _more_note(table)
 
     async def get_in_cluster(self, p: Params) -> str:
-        res = await self.api.resolve(p.str("kind"))
+        res = await self.api.resolve(p.required("kind"))
         table = await self.api.table(res, None, limit=500)
         headers, rows = server_table_rows(table, with_namespace=res.namespaced, with_labels=True)
         if not rows:
@@ -109,7 +109,7 @@ class _KubeTools:
         return render_table(headers, rows) + _more_note(table)
 
     async def find(self, p: Params) -> str:
-        keyword = p.str("keyword").lower()
+        keyword = p.required("keyword").lower()
         kind = p.opt_str("kind")
         kinds = [await self.api.resolve(kind)] if kind else await self.api.common_kinds()
         sections = []
@@ -137,7 +137,7 @@ class _KubeTools:
         return "\n\n".join(sections)
 
     async def get_yaml(self, p: Params) -> str:
-        res = await self.api.resolve(p.str("kind"))
+        res = await self.api.resolve(p.required("kind"))
         obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))
         obj.setdefault("kind", res.kind)
         return to_yaml(clean_object(obj))
@@ -145,7 +145,7 @@ class _KubeTools:
     # --- describe / events ---------------------------------------------------------------------
 
     async def describe(self, p: Params) -> str:
-        res = await self.api.resolve(p.str("kind"))
+        res = await self.api.resolve(p.required("kind"))
         obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))
         obj.setdefault("kind", res.kind)
         events = await self._events_or_none(obj)
@@ -153,7 +153,7 @@ class _KubeTools:
             return describe_pod(obj, events)
         if res.group == "" and res.plural == "nodes":
             pods_res = await self.api.resolve("pods")
-            pods = await self.api.list(pods_res, fieldSelector=f"spec.nodeName={obj['metadata']['name']}")
+            pods = await self.api.list_items(pods_res, fieldSelector=f"spec.nodeName={obj['metadata']['name']}")
             return describe_node(obj, pods, events)
         extra = ""
         if res.group == "apps" and res.plural == "deployments":
@@ -169,7 +169,7 @@ class _KubeTools:
     async def _replicasets_line(self, deployment: dict[str, Any]) -> str:
         try:
             rs_res = await self.api.resolve("replicasets.apps")
-            items = await self.api.list(rs_res, deployment["metadata"]["namespace"])
+            items = await self.api.list_items(rs_res, deployment["metadata"]["namespace"])
         except (KubeError, ToolInputError):
             return ""
         uid = deployment["metadata"].get("uid")
@@ -208,7 +208,7 @@ class _KubeTools:
     async def logs(self, p: Params, *, previous: bool) -> str:
         namespace, pod_name = p.name("namespace"), p.name("pod_name")
         container = p.name("container", required=False)
-        tail = p.int("tail", _DEFAULT_TAIL, lo=1, hi=_MAX_TAIL)
+        tail = p.integer("tail", _DEFAULT_TAIL, lo=1, hi=_MAX_TAIL)
         since = parse_since(p.opt_str("since"))
         pods = await self.api.resolve("pods")
         pod = await self.api.get(pods, pod_name, namespace)
@@ -252,7 +252,7 @@ class _KubeTools:
         if not await self._metrics_available():
             return ToolOutput(status="error", error=_NO_METRICS)
         data = await self.api.get_json("/apis/metrics.k8s.io/v1beta1/nodes")
-        nodes = await self.api.list(await self.api.resolve("nodes"))
+        nodes = await self.api.list_items(await self.api.resolve("nodes"))
         allocatable = {n["metadata"]["name"]: (n.get("status") or {}).get("allocatable") or {} for n in nodes}
         return format_top_nodes(data.get("items") or [], allocatable)
 

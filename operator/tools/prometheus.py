@@ -149,7 +149,7 @@ class _Prometheus:
         return data, warnings
 
     async def instant(self, p: Params) -> str:
-        query = p.str("query")
+        query = p.required("query")
         params = [("query", query)]
         if p.opt_str("time"):
             params.append(("time", str(parse_time_arg(p.opt_str("time"), time.time()))))
@@ -164,7 +164,7 @@ class _Prometheus:
         return _with_warnings(text, warnings)
 
     async def range(self, p: Params) -> str:
-        query = p.str("query")
+        query = p.required("query")
         now = time.time()
         end = parse_time_arg(p.opt_str("end"), now, now)
         start = parse_time_arg(p.opt_str("start"), end - 3600, now)
@@ -175,7 +175,7 @@ class _Prometheus:
         return _with_warnings(format_matrix(data.get("result") or []), warnings)
 
     async def series(self, p: Params) -> str:
-        match = p.str("match")
+        match = p.required("match")
         now = time.time()
         start = parse_time_arg(p.opt_str("start"), now - 3600, now)
         data, warnings = await self.api("series", [("match[]", match), ("start", str(start)), ("end", str(now)), ("limit", "201")])

@@ -29,7 +29,7 @@ def _always(_: Params) -> bool:
 
 
 def _workload_kind(p: Params, allowed: dict[str, str]) -> str:
-    kind = p.str("kind").lower()
+    kind = p.required("kind").lower()
     kind = _ALIASES.get(kind, kind)
     if kind not in allowed:
         raise ToolInputError(f"kind must be one of: {', '.join(allowed)}")
@@ -58,7 +58,7 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False) -> Toolset:
     async def scale(p: Params) -> str:
         kind = _workload_kind(p, _SCALABLE)
         namespace, name = p.name("namespace"), p.name("name")
-        replicas = p.int("replicas", lo=0)
+        replicas = p.integer("replicas", lo=0)
         if replicas is None:
             raise ToolInputError("missing required parameter 'replicas'")
         res = await api.resolve(f"{_SCALABLE[kind]}.apps")

@@ -110,7 +110,7 @@ async def test_describe_crashlooping_pod_shows_oomkilled(kube, api_client, names
     out = await kube["kubectl_describe"].run({"kind": "pod", "name": name, "namespace": namespace})
     assert out.status == "success", out.text()
     text = out.data
-    for fragment in ("Name:", name, f"Namespace:", namespace, "Node:", "kwok-node-", "Controlled By:", "ReplicaSet/cart-",
+    for fragment in ("Name:", name, "Namespace:", namespace, "Node:", "kwok-node-", "Controlled By:", "ReplicaSet/cart-",
                      "Containers:", "Image:", "example.com/app:1.0", "CrashLoopBackOff", "Last State:", "Terminated",
                      "OOMKilled", "Exit Code:", "137", "Restart Count:", "6", "Limits:", "64Mi", "Conditions:", "Events:"):
         assert fragment in text, f"{fragment!r} missing from:\n{text}"
@@ -210,3 +210,14 @@ async def test_top_without_metrics_api_says_so(kube) -> None:
         out = await kube[name].run({})
         assert out.status == "error"
         assert "metrics API not available" in (out.error or "")
+
+
+async def test_tools_use_the_credentials_they_are_given(cluster, namespace) -> None:
+    """Built from a ServiceAccount's client, the tools see only what its RBAC allows."""
+    from kubernetes import config as k8s_config
+
+    with k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig_for(namespace, "nobody"))) as client:
+        tools = {t.name: t for t in kubernetes_toolset(client).tools}
+        out = await tools["kubectl_get_by_kind_in_namespace"].run({"kind": "pods", "namespace": namespace})
+        assert out.status == "error"
+        assert "forbidden" in (out.error or "").lower() and "HTTP 403" in (out.error or "")

@@ -10,6 +10,7 @@ from kubernetes import config as k8s_config
 from lestrade.config import api_bind
 
 from .app import create_app
+from .auth import auth_enabled
 
 
 def main() -> None:
@@ -22,7 +23,17 @@ def main() -> None:
     else:
         api_client = k8s_config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
     host, port = api_bind(in_cluster=in_cluster)
-    uvicorn.run(create_app(api_client), host=host, port=port, log_level="info")
+    app = create_app(
+        api_client,
+        auth=auth_enabled(in_cluster=in_cluster),
+        namespace=os.environ.get("LESTRADE_NAMESPACE") or _pod_namespace() or "default",
+    )
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def _pod_namespace() -> str | None:
+    path = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    return open(path).read().strip() if os.path.exists(path) else None
 
 
 if __name__ == "__main__":

@@ -50,9 +50,11 @@ class SharedWatch:
         self._thread.start()
 
     async def stop(self) -> None:
+        """Signals the thread; it is a daemon blocked in a read of at most 5 s, so shutdown
+        does not wait for it."""
         self._stop.set()
         if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5)
+            await asyncio.to_thread(self._thread.join, 0.2)
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[asyncio.Queue[WatchEvent]]:
@@ -79,6 +81,12 @@ class SharedWatch:
         (self.synced.set if synced else self.synced.clear)()
 
     def _run(self) -> None:
+        try:
+            self._list_and_watch()
+        except RuntimeError:  # the event loop closed under us: the app is gone
+            self._stop.set()
+
+    def _list_and_watch(self) -> None:
         assert self._loop is not None
         while not self._stop.is_set():
             try:
@@ -89,6 +97,8 @@ class SharedWatch:
                 self.last_error = None
                 self._loop.call_soon_threadsafe(self._mark_synced, True)
                 self._watch_from(version)
+            except RuntimeError:
+                raise
             except Exception as exc:  # CRD missing, apiserver restarting, token expired...
                 self.last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
                 self._loop.call_soon_threadsafe(self._mark_synced, False)

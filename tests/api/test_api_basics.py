@@ -1,0 +1,128 @@
+"""The API process: health, readiness backed by a shared watch, and Kubernetes-token auth."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+from kubernetes import client as k8s
+
+from lestrade.api.app import create_app
+from lestrade.localcluster.cluster import free_port
+from lestrade.localcluster.processes import wait_until
+from lestrade.resources import GROUP, VERSION
+
+
+@contextmanager
+def serve(app) -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until("uvicorn started", lambda: server.started, 30)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def _ready(base: str) -> bool:
+    return httpx.get(f"{base}/readyz").status_code == 200
+
+
+def test_readyz_waits_for_the_watch_and_healthz_is_always_up(cluster, crds) -> None:
+    with cluster.api_client() as api, serve(create_app(api)) as base:
+        assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+        wait_until("ready", lambda: _ready(base), 30)
+        assert httpx.get(f"{base}/readyz").json()["watching"] == ["investigations", "conversations"]
+
+
+def test_readyz_reports_missing_crds(cluster) -> None:
+    """Against resources that do not exist the API stays unready and says why."""
+    with cluster.api_client() as api:
+        app = create_app(api)
+        from lestrade.api.watch import SharedWatch
+
+        app.state.watches["investigations"] = SharedWatch(api, GROUP, VERSION, "nosuchthings")
+        with serve(app) as base:
+            def reported() -> bool:
+                body = httpx.get(f"{base}/readyz").json()
+                return "NotFound" in body.get("waiting", {}).get("investigations", "") or "Not Found" in str(body)
+
+            wait_until("readyz to report the missing resource", reported, 30)
+            assert httpx.get(f"{base}/readyz").status_code == 503
+
+
+async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, namespace) -> None:
+    from lestrade.api.watch import SharedWatch
+
+    with cluster.api_client() as api:
+        watch = SharedWatch(api, GROUP, VERSION, "investigations")
+        watch.start()
+        try:
+            await asyncio.wait_for(watch.synced.wait(), 30)
+            threads_before = threading.active_count()
+            async with watch.subscribe() as q1, watch.subscribe() as q2, watch.subscribe() as q3:
+                assert threading.active_count() == threads_before  # subscribing opens no watch
+                k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "investigations",
+                    {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
+                     "metadata": {"name": "fanout"}, "spec": {"title": "fan out"}},
+                )
+                for queue in (q1, q2, q3):
+                    while True:
+                        event = await asyncio.wait_for(queue.get(), 30)
+                        if event.object["metadata"]["name"] == "fanout":
+                            assert event.type == "ADDED"
+                            break
+            assert watch.objects[(namespace, "fanout")]["spec"]["title"] == "fan out"
+        finally:
+            await watch.stop()
+
+
+@pytest.fixture
+def secured(cluster, crds, namespace) -> Iterator[str]:
+    with cluster.api_client() as api, serve(create_app(api, auth=True, namespace=namespace)) as base:
+        yield base
+
+
+def test_auth_requires_a_token(secured) -> None:
+    response = httpx.get(f"{secured}/api/whoami")
+    assert response.status_code == 401
+    assert "Bearer" in response.json()["detail"]
+    assert httpx.get(f"{secured}/healthz").status_code == 200
+
+
+def test_auth_rejects_an_invalid_token(secured) -> None:
+    response = httpx.get(f"{secured}/api/whoami", headers={"Authorization": "Bearer not-a-token"})
+    assert response.status_code == 401
+    assert "not valid" in response.json()["detail"]
+
+
+def test_auth_follows_rbac(secured, cluster, api_client, namespace) -> None:
+    token = cluster.token_for(namespace, "caller")
+    headers = {"Authorization": f"Bearer {token}"}
+    denied = httpx.get(f"{secured}/api/whoami", headers=headers)
+    assert denied.status_code == 403
+    assert f"system:serviceaccount:{namespace}:caller may not create investigations" in denied.json()["detail"]
+
+    rbac = k8s.RbacAuthorizationV1Api(api_client)
+    rbac.create_namespaced_role(namespace, k8s.V1Role(
+        metadata=k8s.V1ObjectMeta(name="investigator"),
+        rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=["investigations"], verbs=["create", "get"])],
+    ))
+    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
+        metadata=k8s.V1ObjectMeta(name="caller"),
+        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="investigator"),
+        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="caller", namespace=namespace)],
+    ))
+    # a second token: the first one's denial is cached for a short while
+    fresh = {"Authorization": f"Bearer {cluster.token_for(namespace, 'caller')}"}
+    wait_until("RBAC to allow", lambda: httpx.get(f"{secured}/api/whoami", headers=fresh).status_code == 200, 30)
+    assert httpx.get(f"{secured}/api/whoami", headers=fresh).json()["user"] == f"system:serviceaccount:{namespace}:caller"

@@ -119,6 +119,15 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
             if is_deleted():
                 ctx.feeds.forget(uid)
 
+    @kopf.on.cleanup(registry=registry)
+    async def stop_litellm_worker(**_: Any) -> None:
+        """litellm runs a logging task in our loop; Kopf would wait 5 s for it as "hung"."""
+        try:
+            from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+        except ImportError:
+            return
+        await GLOBAL_LOGGING_WORKER.stop()
+
     if job_mode:
 
         @kopf.on.event(

@@ -319,22 +319,35 @@ def patch_decisions(
     )
 
 
+def resource_version(api_client: k8s.ApiClient, namespace: str) -> str:
+    """The namespace's current Investigation list version: watch from here to see everything."""
+    return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, limit=1
+    )["metadata"]["resourceVersion"]
+
+
+__all__.append("resource_version")
+
+
 def watch_phases(
     api_client: k8s.ApiClient, namespace: str, name: str, until: Callable[[dict[str, Any]], bool],
-    timeout: float = 60,
+    timeout: float = 60, since: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Watches the object until `until(obj)`; returns it and every version seen on the way."""
+    """Watches the object until `until(obj)`; returns it and every version seen on the way
+    (from `since`, a resource version taken earlier, or from now)."""
     custom = k8s.CustomObjectsApi(api_client)
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
-    listing = custom.list_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, field_selector=f"metadata.name={name}"
-    )
-    for item in listing["items"]:
-        seen.append(item)
-        if until(item):
-            return item, seen
-    version = listing["metadata"]["resourceVersion"]
+    if since is None:
+        listing = custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, field_selector=f"metadata.name={name}"
+        )
+        for item in listing["items"]:
+            seen.append(item)
+            if until(item):
+                return item, seen
+        since = listing["metadata"]["resourceVersion"]
+    version = since
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -1,0 +1,58 @@
+"""examples/crashloop.yaml with the demo model: `kubectl apply` shows the phases and a sensible
+analysis (what `make run` offers on a fresh machine)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from lestrade.config import ModelList, demo_model
+from lestrade.localcluster.build import ensure_binaries
+from opkit import phase_is, resource_version, transcript_messages, wait_until, watch_phases
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crashloop.yaml"
+
+
+def kubectl(cluster: Any, *args: str) -> str:
+    binary = ensure_binaries(["kubernetes"], quiet=True)["kubectl"]
+    result = subprocess.run([str(binary), *args], env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_crashloop_example_with_the_demo_model(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, start_operator: Any,
+) -> None:
+    demo = demo_model(model_server.base_url)
+    start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
+    since = resource_version(api_client, namespace)
+    kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE))
+
+    def crashlooping() -> bool:
+        pods = k8s.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="app=inventory-api").items
+        return any(s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
+                   for p in pods for s in p.status.container_statuses or [])
+
+    wait_until("the example's pod to crash-loop", crashlooping, timeout=60)
+    final, seen = watch_phases(api_client, namespace, "inventory-api-crashloop",
+                               phase_is("Succeeded", "Failed"), timeout=120, since=since)
+    phases = [p for p in ((o.get("status") or {}).get("phase") for o in seen) if p]
+    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == ["Pending", "Running", "Succeeded"]
+
+    status = final["status"]
+    assert "demo model" in status["message"]
+    assert "Demo model" in status["analysis"]
+    assert "inventory-api" in status["analysis"] and "CrashLoopBackOff" in status["analysis"]
+    assert status["sections"] and all(status["sections"].values())
+    names = [c["name"] for c in status["toolCalls"]]
+    assert names[0] == "kubectl_find_resource" and "kubectl_describe" in names
+    state, _ = transcript_messages(api_client, final)
+    assert any("CrashLoopBackOff" in str(m.get("content")) for m in state.messages if m["role"] == "tool")
+
+    table = kubectl(cluster, "get", "inv", "-n", namespace)
+    assert "inventory-api-crashloop" in table and "Succeeded" in table

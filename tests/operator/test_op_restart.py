@@ -1,0 +1,154 @@
+"""kill -9 of the operator process at the worst moments, then a restart: every Investigation
+finishes, no model turn is lost or taken twice, and no action runs a second time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
+from opkit import (
+    EFFECT_LABEL,
+    PROBE_LABEL,
+    OperatorProcess,
+    count_effects,
+    create_inv,
+    patch_decisions,
+    phase_is,
+    transcript_messages,
+    wait_inv,
+    wait_until,
+    write_model_list,
+)
+
+
+def steps_requested(model_server: Any, scenario: str) -> Counter[int]:
+    """How many times the model was asked for each step (step = assistant messages so far)."""
+    return Counter(
+        sum(1 for m in body["messages"] if m.get("role") == "assistant")
+        for body in model_server.requests(scenario)
+    )
+
+
+def assistant_turns(state: Any) -> list[str]:
+    return [str(m.get("tool_calls") or m.get("content")) for m in state.messages if m["role"] == "assistant"]
+
+
+def operator_process(cluster: Any, namespace: str, tmp_path: Path, model_server: Any, scenario: str, n: int) -> OperatorProcess:
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario)
+    return OperatorProcess(cluster, namespace, models, tmp_path / f"operator-{n}.log").start()
+
+
+def test_kill_while_the_model_thinks(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    steps = [
+        Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": tag})]),
+        Step(content="All good.", latency_ms=60_000),
+    ]
+    model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+    first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
+    create_inv(api_client, namespace, "thinking")
+    wait_until("the second model call", lambda: steps_requested(model_server, scenario_name)[1] >= 1, timeout=90)
+    first.kill()
+
+    # The same script answers at once now; the restarted operator must ask for step 1 again
+    # (its answer never arrived) and never for step 0 (its answer is in the transcript).
+    steps[1] = Step(content="All good.")
+    model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+    second = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 2)
+    try:
+        done = wait_inv(api_client, namespace, "thinking", phase_is("Succeeded", "Failed"), timeout=90)
+    finally:
+        second.terminate()
+    assert done["status"]["phase"] == "Succeeded", second.output()[-3000:]
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 2})
+    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, done)
+    assert len(assistant_turns(state)) == 2
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert done["status"]["steps"] == 2
+
+
+def test_kill_while_a_tool_runs(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="probe-slow", name="slow_probe",
+                                  arguments={"namespace": namespace, "tag": tag, "seconds": 120})]),
+        Step(content="The probe's outcome is unknown; nothing else to do."),
+    ]))
+    first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
+    create_inv(api_client, namespace, "tooling")
+    wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1, timeout=90)
+    first.kill()
+
+    second = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 2)
+    try:
+        done = wait_inv(api_client, namespace, "tooling", phase_is("Succeeded", "Failed"), timeout=90)
+    finally:
+        second.terminate()
+    assert done["status"]["phase"] == "Succeeded", second.output()[-3000:]
+    # Started before the kill, so never started again; the model hears "outcome unknown".
+    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, done)
+    (result,) = [m for m in state.messages if m["role"] == "tool"]
+    assert result["tool_call_id"] == "probe-slow" and result["content"] == OUTCOME_UNKNOWN
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
+    assert len(assistant_turns(state)) == 2
+
+
+def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix",
+                                  arguments={"namespace": namespace, "tag": tag, "hold_seconds": 120})]),
+        Step(content="Fix applied (outcome to be checked)."),
+    ]))
+    first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
+    create_inv(api_client, namespace, "approving")
+    paused = wait_inv(api_client, namespace, "approving", phase_is("AwaitingApproval", "Failed"), timeout=90)
+    assert paused["status"]["phase"] == "AwaitingApproval"
+    first.kill()
+
+    # Approved while no operator runs; the next one picks the decision up.
+    patch_decisions(api_client, namespace, "approving", {"fix-1": {"approved": True}})
+    second = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 2)
+    wait_until("the approved action to start", lambda: count_effects(api_client, namespace, EFFECT_LABEL, tag) >= 1, timeout=90)
+    second.kill()
+
+    third = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 3)
+    try:
+        done = wait_inv(api_client, namespace, "approving", phase_is("Succeeded", "Failed"), timeout=90)
+    finally:
+        third.terminate()
+    assert done["status"]["phase"] == "Succeeded", third.output()[-3000:]
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, done)
+    (result,) = [m for m in state.messages if m["role"] == "tool"]
+    assert result["content"] == OUTCOME_UNKNOWN
+    assert state.decisions == {"fix-1": {"approved": True, "reason": None}}
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
+
+
+def test_sigterm_stops_the_operator_cleanly(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="ok")]))
+    proc = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
+    create_inv(api_client, namespace, "quick")
+    wait_inv(api_client, namespace, "quick", phase_is("Succeeded"), timeout=90)
+    assert proc.terminate(timeout=30) == 0
+    assert "Operator is stopping" in proc.output()

@@ -1,4 +1,5 @@
-"""Shared fixtures come from the plugins in `lestrade.testing` (see docs/ARCHITECTURE.md)."""
+"""Shared fixtures for tests/ and e2e/ come from the plugins in `lestrade.testing`
+(see docs/ARCHITECTURE.md)."""
 
 pytest_plugins = [
     "lestrade.testing.cluster_fixtures",

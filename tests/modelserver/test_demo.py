@@ -96,8 +96,8 @@ async def test_demo_investigates_a_crash_loop(agent, stream: bool) -> None:
     ]
     assert cluster.calls[0][1] == {"kind": "pod", "keyword": "shop"}
     assert cluster.calls[1][1] == {"kind": "pod", "name": "web-7d9f-abc", "namespace": "shop"}
-    assert cluster.calls[2][1] == {"name": "web-7d9f-abc", "namespace": "shop"}
-    assert cluster.calls[3][1] == {"resource_type": "pod", "pod_name": "web-7d9f-abc", "namespace": "shop"}
+    assert cluster.calls[2][1] == {"pod_name": "web-7d9f-abc", "namespace": "shop"}
+    assert cluster.calls[3][1] == {"kind": "pod", "name": "web-7d9f-abc", "namespace": "shop"}
     answer = run.answer or ""
     assert answer.startswith("> **Demo model:**")
     headings = [line[2:] for line in answer.splitlines() if line.startswith("# ")]

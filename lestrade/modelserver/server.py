@@ -253,9 +253,13 @@ class ScriptedModelServer:
         with self._lock:
             self._requests.append((scenario.name if scenario else model, body))
         if scenario is None:
-            known = ", ".join(self.scenario_names)
+            # names only by count: litellm classifies any error text containing "429" (a
+            # scenario named after a test of 429s, say) as a rate limit
             return _error(
-                404, f"no scenario named {model!r} (known: {known})", "invalid_request_error", "model_not_found"
+                404,
+                f"no scenario named {model!r}; {len(self.scenario_names)} scenarios are loaded "
+                "(GET /v1/models lists them)",
+                "invalid_request_error", "model_not_found",
             )
         conversation = Conversation.from_request(body)
         try:

@@ -191,7 +191,8 @@ def test_decisions_and_status_updates_are_accepted_once_running(
         {
             "phase": "AwaitingApproval",
             "pendingApprovals": [
-                {"toolCallId": "call_1", "toolName": "bash", "params": {"command": "ls"}}
+                {"toolCallId": "call_1", "toolName": "bash", "params": {"command": "ls"}},
+                {"toolCallId": "call_2", "toolName": "bash", "params": {"command": "rm x"}},
             ],
             "conditions": [condition("AwaitingApproval", True, "ToolCallNeedsApproval").to_wire()],
         },

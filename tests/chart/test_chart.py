@@ -1,0 +1,126 @@
+"""The Helm chart: it lints, renders, every object it renders is accepted by the real apiserver,
+and the ServiceAccount it creates can read the cluster but never Secrets, nor write to it."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from lestrade.localcluster import binary_path, ensure_binaries
+from lestrade.resources import GROUP
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
+
+
+def helm(*args: str) -> str:
+    ensure_binaries(["helm"], quiet=True)
+    proc = subprocess.run([str(binary_path("helm")), *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def kubectl(cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def render(release: str, namespace: str, values: dict | None = None) -> list[dict]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+        yaml.safe_dump(values or {}, file)
+        file.flush()
+        out = helm("template", release, str(CHART), "--namespace", namespace, "--include-crds",
+                   "-f", file.name)
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def test_chart_lints() -> None:
+    out = helm("lint", str(CHART), "--strict")
+    assert "0 chart(s) failed" in out
+
+
+def test_defaults_are_secure() -> None:
+    docs = render("lestrade", "lestrade-system")
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service",
+            "CustomResourceDefinition"} <= kinds
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for c in deployment["spec"]["template"]["spec"]["containers"]
+           for e in c.get("env", [])}
+    assert env.get("LESTRADE_API_AUTH") == "true"
+    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d.get("rules", [])]
+    for rule in rules:
+        assert "secrets" not in rule.get("resources", []), rule
+        assert not ("*" in rule.get("resources", []) and "" in rule.get("apiGroups", [])), rule
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert {f"investigations.{GROUP}", f"conversations.{GROUP}"} <= crds
+
+
+def test_model_list_goes_into_a_secret_not_a_configmap() -> None:
+    docs = render("lestrade", "lestrade-system", {
+        "modelList": {"fast": {"model": "openai/gpt-4.1", "api_key": "{{ env.OPENAI_API_KEY }}"}}})
+    text = yaml.safe_dump_all([d for d in docs if d["kind"] == "ConfigMap"])
+    assert "gpt-4.1" not in text
+    secrets = [d for d in docs if d["kind"] == "Secret"]
+    rendered = yaml.safe_dump_all(secrets)
+    assert secrets and "gpt-4.1" in rendered
+    assert "{{ env.OPENAI_API_KEY }}" in rendered  # left for the container to substitute
+
+
+@pytest.fixture
+def installed(cluster, api_client, namespace) -> Iterator[tuple[str, str]]:
+    """The chart's objects applied for real (no CRDs: the session installs them)."""
+    release = f"r{uuid.uuid4().hex[:6]}"
+    rendered = render(release, namespace)
+    crds = [d for d in rendered if d["kind"] == "CustomResourceDefinition"
+            and not d["metadata"]["name"].endswith(GROUP)]  # Kopf's peering CRDs
+    docs = [d for d in rendered if d["kind"] != "CustomResourceDefinition"]
+    if crds:
+        applied = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
+        assert applied.returncode == 0, applied.stderr
+        for crd in crds:
+            ready = kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
+                            f"crd/{crd['metadata']['name']}")
+            assert ready.returncode == 0, ready.stderr
+    manifest = yaml.safe_dump_all(docs)
+    applied = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest)
+    assert applied.returncode == 0, applied.stderr
+    try:
+        sa = next(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount")
+        yield sa, namespace
+    finally:
+        kubectl(cluster, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=manifest)
+
+
+def _can(api_client, user: str, verb: str, resource: str, namespace: str | None = None,
+         group: str = "", subresource: str | None = None) -> bool:
+    review = k8s.AuthorizationV1Api(api_client).create_subject_access_review(k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=user, groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            resource_attributes=k8s.V1ResourceAttributes(
+                verb=verb, resource=resource, group=group, namespace=namespace, subresource=subresource),
+        )))
+    return bool(review.status.allowed)
+
+
+def test_rendered_objects_are_accepted_and_rbac_is_read_only(installed, api_client, crds) -> None:
+    sa, namespace = installed
+    user = f"system:serviceaccount:{namespace}:{sa}"
+    elsewhere = "kube-system"
+    assert _can(api_client, user, "list", "pods", elsewhere)
+    assert _can(api_client, user, "get", "pods", elsewhere, subresource="log")
+    assert _can(api_client, user, "list", "events", elsewhere)
+    assert _can(api_client, user, "list", "deployments", elsewhere, group="apps")
+    assert not _can(api_client, user, "get", "secrets", elsewhere)
+    assert not _can(api_client, user, "list", "secrets", elsewhere)
+    assert not _can(api_client, user, "delete", "pods", elsewhere)
+    assert not _can(api_client, user, "patch", "deployments", elsewhere, group="apps")
+    assert not _can(api_client, user, "create", "pods", elsewhere, subresource="exec")
+    assert _can(api_client, user, "patch", "investigations", namespace, group=GROUP, subresource="status")

@@ -19,12 +19,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .versions import COMPONENTS, Component
 
-__all__ = ["BuildError", "cache_root", "binary_path", "ensure_binaries", "ensure_component"]
+__all__ = [
+    "BuildError", "cache_root", "binary_path", "build_only", "ensure_binaries", "ensure_component",
+]
 
 
 class BuildError(RuntimeError):
@@ -107,6 +109,15 @@ def _go_list_dir(go: str, ws: _Workspace, module: str, env: dict[str, str]) -> s
 
 def _go_env(go: str, name: str) -> str:
     return subprocess.run([go, "env", name], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def build_only(name: str, binaries: list[str], target: str | Path) -> Path:
+    """Builds just some binaries of a component into `target` (the container image needs only
+    kubectl of the kubernetes component); no cache, no lock."""
+    full = COMPONENTS[name]
+    packages = {b: p for b, p in full.packages.items() if b in binaries}
+    _build(replace(full, packages=packages, assets={}), Path(target))
+    return Path(target)
 
 
 def _build(component: Component, target: Path) -> None:

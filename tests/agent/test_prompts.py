@@ -3,7 +3,6 @@ investigation prompt, and the first-call token budget."""
 
 from __future__ import annotations
 
-import inspect
 from datetime import datetime, timezone
 
 import pytest
@@ -131,21 +130,15 @@ def test_first_call_fits_the_budget_with_a_representative_toolset() -> None:
 
 
 def test_first_call_fits_the_budget_with_the_default_toolset() -> None:
-    tools_module = pytest.importorskip("lestrade.operator.tools")
-    if not hasattr(tools_module, "default_registry"):
-        pytest.skip("lestrade.operator.tools.default_registry() does not exist yet")
+    """Every default prompt section on (ENABLED_PROMPTS unset), Prometheus configured (it adds
+    tools), approvals' write tools off as they are by default."""
     from kubernetes.client import ApiClient  # building the tools does not connect
 
-    accepted = inspect.signature(tools_module.default_registry).parameters
-    client = ApiClient()
-    try:
-        args = [client] if "api_client" in accepted else []
-        # the largest default: Prometheus configured (it adds tools)
-        extra = {"prometheus_url": "http://127.0.0.1:9"} if "prometheus_url" in accepted else {}
-        registry_ = tools_module.default_registry(*args, **extra)
-    finally:
-        client.close()
-    assert len(registry_.enabled_tools()) >= 10
+    from lestrade.operator.tools import default_registry
+
+    with ApiClient() as client:
+        registry_ = default_registry(client, prometheus_url="http://127.0.0.1:9")
+    assert len(registry_.enabled_tools()) >= 15
     assert first_call_tokens(registry_, PromptConfig(enabled_prompts="")) <= 5_000
 
 

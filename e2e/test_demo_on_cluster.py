@@ -1,4 +1,5 @@
-"""The demo model, the real agent loop and the real tools against a crash-looping KWOK pod.
+"""The demo model, the real agent loop and the real tools against an OOM-killed, crash-looping
+KWOK pod.
 
 Every tool call the demo makes must fit the real tool schemas (a schema drift would make the
 demo model call tools that reject their arguments), and the answer must contain facts that only
@@ -28,8 +29,8 @@ async def test_demo_model_investigates_a_real_crash_loop(api_client, namespace, 
             selector=k8s.V1LabelSelector(match_labels=labels),
             template=k8s.V1PodTemplateSpec(
                 metadata=k8s.V1ObjectMeta(labels=labels, annotations={
-                    "lestrade.dev/simulate": "crashloop", "lestrade.dev/reason": "Error",
-                    "lestrade.dev/exit-code": "1", "lestrade.dev/restart-count": "13"}),
+                    "lestrade.dev/simulate": "crashloop",  # OOMKilled, exit code 137 by default
+                    "lestrade.dev/restart-count": "13"}),
                 spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="api", image="registry.example/inventory:2.1")]),
             ),
         ),
@@ -41,7 +42,7 @@ async def test_demo_model_investigates_a_real_crash_loop(api_client, namespace, 
 
     wait_until("a crash-looping pod", lambda: crashlooping_pod() is not None, 60)
     pod = crashlooping_pod()
-    kwok_logs(namespace, pod, "started", previous="FATAL: open /etc/inventory/config.yaml: no such file")
+    kwok_logs(namespace, pod, "started", previous="loading catalogue into memory: 1843 MiB")
 
     registry = default_registry(api_client)
     schemas = {s["function"]["name"]: s["function"]["parameters"] for s in registry.schemas()}
@@ -61,6 +62,6 @@ async def test_demo_model_investigates_a_real_crash_loop(api_client, namespace, 
     answer = events[-1]
     assert isinstance(answer, Answer), answer
     assert answer.text.startswith("> **Demo model:**")
-    for fact in (pod, namespace, "CrashLoopBackOff", "13", "FATAL: open /etc/inventory/config.yaml"):
+    for fact in (pod, namespace, "CrashLoopBackOff", "OOMKilled", "137", "13", "1843 MiB"):
         assert fact in answer.text, f"{fact!r} missing from:\n{answer.text}"
     assert set(answer.sections or {}) >= {"Alert Explanation", "Key Findings", "Next Steps"}

@@ -219,6 +219,7 @@ class _Run:
         self.steps = int(self.status.get("steps") or 0)
         self.demo = False
         self.timeout = engine.settings.default_timeout
+        self._running_stored = False
 
     # -- small status helpers ------------------------------------------------------------------
 
@@ -266,7 +267,10 @@ class _Run:
         if time.time() >= deadline:
             return await self._timed_out(timeout)
 
-        state = await self.transcript.load()
+        # Before the first run nothing but the opening messages can be stored (every other
+        # transcript write waits until startTime is in status, see `_sync`), so only a resumed
+        # run needs to read the transcript.
+        state = await self.transcript.load() if resumed else self.transcript.state
         self.engine.applied_decisions[self.ref.uid] = dict(state.decisions)
 
         registry = self.engine.tools(self.engine.api_client)
@@ -327,7 +331,7 @@ class _Run:
         self.writer.set_condition(CONDITION_SUCCEEDED, "Unknown", "Running", note)
         if self.writer.condition_status(CONDITION_AWAITING_APPROVAL) == "True":
             self.writer.set_condition(CONDITION_AWAITING_APPROVAL, False, "Decided", note)
-        await self.writer.milestone(
+        self.writer.send_soon(
             phase="Running",
             startTime=start_time,
             model=model.name,
@@ -344,8 +348,16 @@ class _Run:
             ):
                 return await self._drive(agent, messages, decisions, frozenset(state.started))
         except TimeoutError:
-            await self.transcript.sync()
+            await self._sync()
             return await self._timed_out(timeout)
+
+    async def _sync(self) -> None:
+        """Stores the transcript, after the Running status (with startTime) is stored: so a
+        transcript with more than the opening messages always belongs to a started run."""
+        if not self._running_stored:
+            await self.writer.flush()
+            self._running_stored = True
+        await self.transcript.sync()
 
     async def _timed_out(self, timeout: float) -> Outcome:
         message = f"the investigation did not finish within its timeout ({timeout:g}s)"
@@ -380,7 +392,7 @@ class _Run:
                     case ev.ToolStarted():
                         # The intent (and the model turn before it) must be stored first.
                         transcript.append_started(event.call_id)
-                        await transcript.sync()
+                        await self._sync()
                         self.tool_call_count += 1
                         self._track_tool(
                             {
@@ -428,19 +440,19 @@ class _Run:
                     case ev.Answer():
                         return await self._succeed(event)
                     case ev.AgentError():
-                        await transcript.sync()
+                        await self._sync()
                         if event.reason == "Timeout":
                             return await self._timed_out(self.timeout)
                         return await fail(self.writer, self.recorder, event.reason, event.message)
         finally:
             await stream.aclose()
-        await transcript.sync()
+        await self._sync()
         return await fail(
             self.writer, self.recorder, "EngineStopped", "the agent stopped without an answer"
         )
 
     async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
-        await self.transcript.sync()
+        await self._sync()
         ids = [p.tool_call_id for p in pending]
         example = json.dumps({"spec": {"decisions": {ids[0]: {"approved": True}}}})
         message = (
@@ -478,7 +490,7 @@ class _Run:
         return Outcome.AWAITING_APPROVAL
 
     async def _succeed(self, answer: ev.Answer) -> Outcome:
-        await self.transcript.sync()
+        await self._sync()
         message = f"Investigation complete after {self.steps} step(s) and {self.tool_call_count} tool call(s)"
         if self.demo:
             message += " (built-in demo model: scripted, not an AI)"

@@ -60,6 +60,7 @@ class StatusWriter:
         self._last_flush = float("-inf")
         self._error: BaseException | None = None
         self.patches = 0
+        self._urgent = False
         self.last_object: dict[str, Any] | None = None
         """The whole object as the apiserver returned it after the last patch."""
 
@@ -93,6 +94,16 @@ class StatusWriter:
         self.set(**fields)
         await self.flush()
 
+    def send_soon(self, **fields: Any) -> None:
+        """A milestone the caller need not wait for: sent at once, in the background, still in
+        order with every other write of this writer (`flush()` waits for it)."""
+        self.set(**fields)
+        self._urgent = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._schedule()
+
     # -- sending -------------------------------------------------------------------------------
 
     def _schedule(self) -> None:
@@ -102,7 +113,7 @@ class StatusWriter:
         if running and self._task is not asyncio.current_task():
             return  # the running flush re-schedules when it is done
         loop = asyncio.get_running_loop()
-        delay = max(0.0, self._last_flush + self._interval - loop.time())
+        delay = 0.0 if self._urgent else max(0.0, self._last_flush + self._interval - loop.time())
         self._timer = loop.call_later(delay, self._start_background_flush)
 
     def _start_background_flush(self) -> None:
@@ -129,6 +140,7 @@ class StatusWriter:
                 raise error
             if self._dirty:
                 keys, self._dirty = self._dirty, set()
+                self._urgent = False
                 patch = {key: self.current.get(key) for key in keys}
                 if self._generation is not None:
                     patch["observedGeneration"] = self._generation

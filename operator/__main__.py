@@ -110,7 +110,7 @@ async def run_operator(
         )
     finally:
         ctx.reaper.close()
-        engine.close()
+        await engine.aclose()
 
 
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:

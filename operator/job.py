@@ -148,7 +148,7 @@ async def _run(
         logger.info("investigation %s/%s: %s", namespace, name, outcome.value)
         return 0
     finally:
-        engine.close()
+        await engine.aclose()
 
 
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:

@@ -63,7 +63,7 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            await self._kube.create(f"/api/v1/namespaces/{namespace}/events", body)
+            await self._kube.create(f"/api/v1/namespaces/{namespace}/events", body, parse=False)
         except Exception as exc:
             logger.warning("could not post event %s for %s: %s", reason, self._involved["name"], exc)
 

@@ -92,9 +92,17 @@ class Engine:
     applied_decisions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """uid -> decisions already acted upon (from the transcript); used to judge new ones."""
     owns_client: bool = False
+    active_runs: int = 0
+    """Runs in progress in this process (what the status interval stretches with)."""
 
-    def close(self) -> None:
-        self.kube.close()
+    def status_interval(self) -> float:
+        """Seconds between progress patches of one run: the configured interval, longer when
+        so many runs are active that together they would exceed the patch budget."""
+        budget = self.settings.status_patches_per_second
+        return max(self.settings.status_interval, self.active_runs / budget)
+
+    async def aclose(self) -> None:
+        await self.kube.aclose()
         if self.owns_client:
             self.api_client.close()
 
@@ -200,7 +208,7 @@ class _Run:
             engine.kube,
             self.ref.path,
             self.status,
-            interval=engine.settings.status_interval,
+            interval=engine.status_interval,
             generation=self.ref.generation,
         )
         self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component)
@@ -519,4 +527,8 @@ async def run_investigation(engine: Engine, body: Mapping[str, Any]) -> Outcome:
     The caller makes sure that every call in status.pendingApprovals has a decision in spec,
     that nobody else runs the same Investigation, and that the object still exists.
     """
-    return await _Run(engine, body).run()
+    engine.active_runs += 1
+    try:
+        return await _Run(engine, body).run()
+    finally:
+        engine.active_runs -= 1

@@ -9,6 +9,7 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_DEFAULT_TIMEOUT` | 30m | run timeout when `spec.timeout` is not set |
 | `LESTRADE_DEFAULT_MAX_STEPS` | 20 | model calls when `spec.maxSteps` is not set |
 | `LESTRADE_STATUS_INTERVAL` | 0.3 | seconds between coalesced status patches of one run |
+| `LESTRADE_STATUS_PATCHES_PER_SECOND` | 50 | progress patches of all runs together (the interval stretches) |
 | `LESTRADE_TRANSCRIPT_CHUNK_BYTES` | 524288 | most bytes in one transcript ConfigMap |
 | `LESTRADE_JOB_MODE` | false | run each investigation as a Kubernetes Job instead of in the operator |
 | `LESTRADE_JOB_NAMESPACE` | the operator's namespace | where the Jobs run |
@@ -76,6 +77,7 @@ class OperatorSettings:
     default_timeout: float = 1800.0
     default_max_steps: int = 20
     status_interval: float = 0.3
+    status_patches_per_second: float = 50.0
     chunk_limit: int = 512 * 1024
     job_mode: bool = False
     job_namespace: str = "default"
@@ -102,6 +104,7 @@ class OperatorSettings:
             "default_timeout": parse_duration(env.get("LESTRADE_DEFAULT_TIMEOUT", "30m")),
             "default_max_steps": int(env.get("LESTRADE_DEFAULT_MAX_STEPS", "20")),
             "status_interval": float(env.get("LESTRADE_STATUS_INTERVAL", "0.3")),
+            "status_patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "50")),
             "chunk_limit": int(env.get("LESTRADE_TRANSCRIPT_CHUNK_BYTES", str(512 * 1024))),
             "job_mode": _flag(env.get("LESTRADE_JOB_MODE")),
             "job_namespace": env.get("LESTRADE_JOB_NAMESPACE") or _own_namespace(env),

@@ -5,7 +5,8 @@ result). Patching status for each of them would flood the apiserver and every wa
 patch is a watch event for Kopf, kubectl and the API), so the writer keeps the status it
 believes is stored, marks the fields that changed, and sends one merge patch per `interval`
 carrying only those fields. Milestones (phase changes, approvals, the end) are sent at once,
-together with whatever progress was still waiting.
+together with whatever progress was still waiting. Under load the operator stretches the
+interval so that all runs together stay within a budget of progress patches per second.
 
 Only the operator (or the Job running the investigation) writes status, and only one writer is
 active per resource, so a merge patch of the changed top-level fields is enough; lists such as
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,15 +45,16 @@ class StatusWriter:
         path: str,
         initial: Mapping[str, Any] | None = None,
         *,
-        interval: float = 0.3,
+        interval: float | Callable[[], float] = 0.3,
         generation: int | None = None,
     ) -> None:
-        """`path` is the resource's URL path (without `/status`)."""
+        """`path` is the resource's URL path (without `/status`); `interval` may be a function,
+        asked each time, so the caller can stretch it under load."""
         self._kube = kube
         self._path = f"{path}/status"
         self.current: dict[str, Any] = copy.deepcopy(dict(initial or {}))
         self._dirty: set[str] = set()
-        self._interval = interval
+        self._interval = interval if callable(interval) else (lambda: interval)
         self._generation = generation
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
@@ -113,7 +115,7 @@ class StatusWriter:
         if running and self._task is not asyncio.current_task():
             return  # the running flush re-schedules when it is done
         loop = asyncio.get_running_loop()
-        delay = 0.0 if self._urgent else max(0.0, self._last_flush + self._interval - loop.time())
+        delay = 0.0 if self._urgent else max(0.0, self._last_flush + self._interval() - loop.time())
         self._timer = loop.call_later(delay, self._start_background_flush)
 
     def _start_background_flush(self) -> None:

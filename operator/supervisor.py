@@ -113,7 +113,6 @@ class Supervisor:
         self.engine = engine
         self.feeds = feeds
         self.slots = asyncio.Semaphore(engine.settings.concurrency)
-        self.running = 0
 
     def _writer(self, ref: InvestigationRef, snap: Mapping[str, Any]) -> StatusWriter:
         return StatusWriter(
@@ -184,19 +183,12 @@ class Supervisor:
                 recorder.post("Queued", message)
 
             async with self.slots:
-                self.running += 1
-                try:
-                    if latest is not None:
-                        fresh = _snapshot(body)
-                        snap = latest if _older(fresh, latest) else fresh
-                    else:
-                        snap = _snapshot(body)
-                    if settings.job_mode:
-                        outcome = await self._run_job(ref, body, snap, feed, recorder)
-                    else:
-                        outcome = await run_investigation(self.engine, snap)
-                finally:
-                    self.running -= 1
+                fresh = _snapshot(body)
+                snap = latest if latest is not None and _older(fresh, latest) else fresh
+                if settings.job_mode:
+                    outcome = await self._run_job(ref, body, snap, feed, recorder)
+                else:
+                    outcome = await run_investigation(self.engine, snap)
             if outcome != Outcome.AWAITING_APPROVAL:
                 return
             # The run paused. Its status write may not have reached the watch yet; continue

@@ -268,7 +268,7 @@ class Transcript:
             return
         size = sum(len(k) + len(v) for k, v in batch.items())
         if self._chunk_exists:
-            await self._kube.patch(f"{self._base}/{self.chunks[-1]}", {"data": batch})
+            await self._kube.patch(f"{self._base}/{self.chunks[-1]}", {"data": batch}, parse=False)
         else:
             index = len(self.chunks)
             name = chunk_name(self._owner["name"], self._owner["uid"], index)
@@ -293,13 +293,13 @@ class Transcript:
                 "data": batch,
             }
             try:
-                await self._kube.create(self._base, body)
+                await self._kube.create(self._base, body, parse=False)
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
                 # A retried create whose first attempt went through, or a chunk left by an
                 # earlier process: extending it with the same keys is harmless.
-                await self._kube.patch(f"{self._base}/{name}", {"data": batch})
+                await self._kube.patch(f"{self._base}/{name}", {"data": batch}, parse=False)
             self.chunks.append(name)
             self._chunk_exists = True
         self._chunk_bytes += size

@@ -442,14 +442,14 @@ def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
     from lestrade.operator.admission import install_admission_policy
     from lestrade.operator.kube import Kube
 
-    def apply() -> None:
+    async def apply() -> None:
         kube = Kube(api_client)
         try:
-            assert asyncio.run(install_admission_policy(kube))
+            assert await install_admission_policy(kube)
         finally:
-            kube.close()
+            await kube.aclose()
 
-    worker = threading.Thread(target=apply)
+    worker = threading.Thread(target=lambda: asyncio.run(apply()))
     worker.start()
     worker.join()
     probe = unique("policy-probe")

@@ -63,4 +63,4 @@ async def test_transcript_is_chunked_owned_and_reloads_losslessly(
     await reader.sync()
     again = await Transcript(kube, namespace, _owner(inv), chunk_limit=limit).load()
     assert again.messages == [*messages, {"role": "user", "content": "and one more thing"}]
-    kube.close()
+    await kube.aclose()

@@ -127,6 +127,7 @@ async def _run(
 
     from .context import build_engine
     from .kube import investigation_path, is_not_found
+    from .recorder import EventRecorder
     from .runner import pending_decisions, run_investigation
 
     engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
@@ -148,6 +149,7 @@ async def _run(
         logger.info("investigation %s/%s: %s", namespace, name, outcome.value)
         return 0
     finally:
+        await EventRecorder.drain()
         await engine.aclose()
 
 

@@ -27,7 +27,10 @@ COMPONENT = "lestrade-operator"
 
 
 class EventRecorder:
-    """Posts core/v1 Events about one object; `drain()` waits for those in flight."""
+    """Posts core/v1 Events about one object; `drain()` waits for all in flight (a process that
+    exits after a run, like a Job's pod, calls it last)."""
+
+    _tasks: set[asyncio.Task[None]] = set()  # of every recorder: none must be waited for by a run
 
     def __init__(self, kube: Kube, involved: Mapping[str, str], component: str = COMPONENT):
         """`involved` is {apiVersion, kind, name, namespace, uid} of the object."""
@@ -35,7 +38,6 @@ class EventRecorder:
         self._involved = dict(involved)
         self._component = component
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def post(
         self, reason: str, message: str, type: Literal["Normal", "Warning"] = "Normal"  # noqa: A002
@@ -67,6 +69,7 @@ class EventRecorder:
         except Exception as exc:
             logger.warning("could not post event %s for %s: %s", reason, self._involved["name"], exc)
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+    @classmethod
+    async def drain(cls, timeout: float = 10.0) -> None:
+        if cls._tasks:
+            await asyncio.wait(list(cls._tasks), timeout=timeout)

@@ -250,11 +250,9 @@ class _Run:
 
     async def run(self) -> Outcome:
         try:
-            outcome = await self._run()
+            return await self._run()
         finally:
             await self.writer.close()
-        await self.recorder.drain()  # not when cancelled: a deletion must not wait for Events
-        return outcome
 
     async def _run(self) -> Outcome:
         settings = self.engine.settings

@@ -132,7 +132,6 @@ class Supervisor:
             if self.engine.settings.job_mode and is_deleted():
                 await asyncio.shield(self._delete_jobs(ref))
             raise
-        await recorder.drain(timeout=2)
 
     async def _supervise(
         self,

@@ -455,12 +455,14 @@ def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
     probe = unique("policy-probe")
     create_inv(api_client, namespace, probe)
 
+    attempts = iter(range(10_000))
+
     def enforced() -> bool:
+        # A new bogus id each time: once the policy is active, even removing one is refused.
         try:
-            patch_decisions(api_client, namespace, probe, {"no-such-call": {"approved": True}})
+            patch_decisions(api_client, namespace, probe, {f"no-such-call-{next(attempts)}": {"approved": True}})
         except k8s.ApiException as exc:
             return exc.status == 422
-        patch_decisions(api_client, namespace, probe, {"no-such-call": None})
         return False
 
     wait_until("the decisions admission policy to be enforced", enforced, timeout=30, interval=0.2)

@@ -3,7 +3,7 @@ scheduler and KWOK, served like a real cluster (TLS, RBAC, service-account token
 
 KWOK plays the kubelets: it keeps simulated Nodes ready, moves scheduled Pods to Running (or to
 CrashLoopBackOff, see `stages.yaml`), and serves pod logs that a test describes with a KWOK
-`Logs` object pointing at a local file. Everything lives in one temp dir that `stop()` removes.
+`Logs` object pointing at a local file, or that a pod declares in annotations (`simlogs.py`). Everything lives in one temp dir that `stop()` removes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .kubeconfig import write_kubeconfig
 from .pki import ClusterPKI, create_pki
 from .processes import ManagedProcess, StartupError, wait_until
 from .serviceaccounts import ServiceAccountTokens
+from .simlogs import LogSimulator
 
 __all__ = ["LocalCluster", "ExternalCluster", "StartupError", "KWOK_NODE_ANNOTATION"]
 
@@ -62,6 +63,7 @@ class LocalCluster(ServiceAccountTokens):
     nodes: list[str]
     processes: list[ManagedProcess] = field(default_factory=list)
     owns_data_dir: bool = True
+    log_simulator: LogSimulator | None = None
 
     @classmethod
     def start(cls, data_dir: Path | None = None, **kwargs: object) -> LocalCluster:
@@ -234,6 +236,7 @@ class LocalCluster(ServiceAccountTokens):
                        timeout, watch=self.processes)
         finally:
             client.close()
+        self.log_simulator = LogSimulator(self.api_client(), self.data_dir / "simulated-logs").start()
 
     def _write_kwok_config(self, kwok_dir: Path) -> Path:
         documents = [
@@ -284,6 +287,8 @@ class LocalCluster(ServiceAccountTokens):
 
     def stop(self) -> None:
         """Stops every process (newest first) and removes the data dir if it made it."""
+        if self.log_simulator is not None:
+            self.log_simulator.stop()
         for proc in reversed(self.processes):
             proc.stop()
         self.processes.clear()

@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 
 from lestrade.localcluster.cluster import ExternalCluster, LocalCluster
 from lestrade.localcluster.processes import wait_until
+from lestrade.localcluster.simlogs import as_cri_log
 
 __all__ = ["cluster", "api_client", "crds", "namespace", "kwok_logs"]
 
@@ -89,11 +90,11 @@ def kwok_logs(api_client: k8s.ApiClient, tmp_path: Path) -> Callable[..., None]:
     def serve(namespace: str, pod: str, text: str, previous: str | None = None,
               container: str | None = None) -> None:
         current = tmp_path / f"{namespace}-{pod}-{container or 'all'}.log"
-        current.write_text(_as_cri_log(text))
+        current.write_text(as_cri_log(text))
         log: dict[str, object] = {"logsFile": str(current), "follow": False}
         if previous is not None:
             old = tmp_path / f"{namespace}-{pod}-{container or 'all'}.previous.log"
-            old.write_text(_as_cri_log(previous))
+            old.write_text(as_cri_log(previous))
             log["previousLogsFile"] = str(old)
         if container:
             log["containers"] = [container]
@@ -104,9 +105,3 @@ def kwok_logs(api_client: k8s.ApiClient, tmp_path: Path) -> Callable[..., None]:
         )
 
     return serve
-
-
-def _as_cri_log(text: str) -> str:
-    """KWOK serves log files in the CRI format the kubelet reads: `<time> <stream> F <line>`."""
-    lines = text.splitlines() or [""]
-    return "".join(f"2026-01-01T00:00:{i % 60:02d}.000000000Z stdout F {line}\n" for i, line in enumerate(lines))

@@ -147,3 +147,24 @@ def test_pod_logs_served_by_kwok(api_client, namespace, kwok_logs) -> None:
     assert logs().splitlines() == ["hello from now", "second line"]
     previous = core.read_namespaced_pod_log("logger", namespace, container="app", previous=True)
     assert "OutOfMemoryError" in previous
+
+
+def test_pod_annotations_declare_simulated_logs(api_client, namespace) -> None:
+    """What the examples use: logs declared on the pod, served through the real logs API."""
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="declared", annotations={
+            "lestrade.dev/logs": "restarting",
+            "lestrade.dev/previous-logs": "FATAL: open /etc/app/config.yaml: no such file or directory",
+        }),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="example.com/app:1.0")]),
+    ))
+    wait_until("pod Running",
+               lambda: core.read_namespaced_pod("declared", namespace).status.phase == "Running", 60)
+
+    def previous() -> str:
+        return core.read_namespaced_pod_log("declared", namespace, previous=True)
+
+    wait_until("previous logs served", lambda: "FATAL" in previous(), 30)
+    assert previous().strip() == "FATAL: open /etc/app/config.yaml: no such file or directory"
+    assert core.read_namespaced_pod_log("declared", namespace).strip() == "restarting"

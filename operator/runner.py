@@ -48,7 +48,7 @@ from lestrade.resources.investigation import InvestigationSpec
 from .kube import Kube, investigation_path
 from .recorder import EventRecorder
 from .settings import OperatorSettings
-from .status import StatusWriter, now_iso
+from .status import StatusWriter, now_iso, parse_time
 from .transcript import Transcript
 
 __all__ = [
@@ -132,15 +132,9 @@ class InvestigationRef:
         return {**self.owner, "namespace": self.namespace}
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def deadline_of(body: Mapping[str, Any], settings: OperatorSettings) -> float | None:
     """Unix time when the run times out (startTime + timeout), or None before it started."""
-    started = _parse_time((body.get("status") or {}).get("startTime"))
+    started = parse_time((body.get("status") or {}).get("startTime"))
     if started is None:
         return None
     return started.timestamp() + timeout_of(body, settings)
@@ -269,7 +263,7 @@ class _Run:
         resumed = bool(self.status.get("startTime"))
         start_time = self.status.get("startTime") or now_iso()
         timeout = self.timeout = spec.timeout_seconds() or settings.default_timeout
-        deadline = (_parse_time(start_time) or datetime.now(UTC)).timestamp() + timeout
+        deadline = (parse_time(start_time) or datetime.now(UTC)).timestamp() + timeout
         if time.time() >= deadline:
             return await self._timed_out(timeout)
 
@@ -277,7 +271,6 @@ class _Run:
         # transcript write waits until startTime is in status, see `_sync`), so only a resumed
         # run needs to read the transcript.
         state = await self.transcript.load() if resumed else self.transcript.state
-        self.engine.applied_decisions[self.ref.uid] = dict(state.decisions)
 
         registry = self.engine.tools(self.engine.api_client)
         agent = Agent(

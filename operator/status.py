@@ -26,7 +26,7 @@ from lestrade.resources.common import Condition, ConditionStatus, condition, set
 
 from .kube import Kube
 
-__all__ = ["StatusWriter", "now_iso"]
+__all__ = ["StatusWriter", "now_iso", "parse_time"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,13 @@ logger = logging.getLogger(__name__)
 def now_iso() -> str:
     """The current time as metav1.Time serializes it (seconds, UTC, `Z`)."""
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A metav1.Time string (as in status.startTime), or None when unset."""
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 class StatusWriter:

@@ -13,10 +13,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from .kube import Kube, investigation_path, is_not_found
+from .status import parse_time
 
 __all__ = ["TtlReaper"]
 
@@ -30,7 +30,8 @@ def _expiry(body: Mapping[str, Any]) -> float | None:
     status = body.get("status") or {}
     if ttl is None or status.get("phase") not in _FINISHED or not status.get("completionTime"):
         return None
-    finished = datetime.fromisoformat(str(status["completionTime"]).replace("Z", "+00:00"))
+    finished = parse_time(status["completionTime"])
+    assert finished is not None
     return finished.timestamp() + float(ttl)
 
 

@@ -147,3 +147,32 @@ def test_with_approvals_off_such_calls_become_errors_for_the_model(
     (result,) = [m["content"] for m in state.messages if m["role"] == "tool"]
     assert "approval" in result
     assert json.dumps(done["status"]).count("AwaitingApproval") == 0
+
+
+def test_the_real_write_tool_runs_once_approved(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any,
+) -> None:
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="stuck"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="shop/web:1.4")])))
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="del-1", name="kubectl_delete_pod",
+                                  arguments={"namespace": namespace, "name": "stuck"})]),
+        Step(content="Deleted the stuck pod."),
+    ]))
+    # The product's own registry, with the write actions switched on.
+    start_operator(scenario_name, tools=None, enable_write_tools=True)
+    create_inv(api_client, namespace, "unstick")
+    paused = wait_inv(api_client, namespace, "unstick", phase_is("AwaitingApproval", "Failed", "Succeeded"))
+    assert paused["status"]["pendingApprovals"][0]["description"] == f"kubectl delete pod stuck -n {namespace}"
+    assert core.read_namespaced_pod("stuck", namespace).metadata.deletion_timestamp is None
+    patch_decisions(api_client, namespace, "unstick", {"del-1": {"approved": True}})
+    done = wait_inv(api_client, namespace, "unstick", phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["toolCalls"][0]["status"] == "success"
+    try:  # deleted, or being deleted (KWOK may still be finishing it)
+        assert core.read_namespaced_pod("stuck", namespace).metadata.deletion_timestamp is not None
+    except k8s.ApiException as exc:
+        assert exc.status == 404

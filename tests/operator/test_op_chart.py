@@ -47,7 +47,8 @@ def test_admission_template_is_the_generated_policy() -> None:
      "replicas": 2, "operator": {"jobMode": True, "concurrency": 50}},
     {"operator": {"watchNamespaces": ["team-a"]}, "peering": {"enabled": True, "installCRDs": False},
      "api": {"enabled": False}},
-], ids=["defaults", "models-jobs-replicas", "namespaced"])
+    {"tools": {"enableWriteTools": True, "prometheusUrl": "http://prometheus.monitoring:9090"}},
+], ids=["defaults", "models-jobs-replicas", "namespaced", "write-tools"])
 def test_chart_renders_and_the_apiserver_accepts_it(
     values: dict[str, Any], tmp_path: Path, cluster: Any, crds: None
 ) -> None:
@@ -71,6 +72,10 @@ def test_chart_renders_and_the_apiserver_accepts_it(
     operator_rules = roles["lestrade-operator"]["rules"]
     assert any("investigations/status" in r["resources"] for r in operator_rules)
 
+    tools_values = values.get("tools") or {}
+    assert ("lestrade-tools-write" in roles) == bool(tools_values.get("enableWriteTools"))
+    assert env["LESTRADE_ENABLE_WRITE_TOOLS"] == str(bool(tools_values.get("enableWriteTools"))).lower()
+    assert env.get("LESTRADE_PROMETHEUS_URL") == tools_values.get("prometheusUrl")
     if values.get("modelList"):
         (secret,) = by_kind(docs, "Secret")
         assert yaml.safe_load(secret["stringData"]["modelList.yaml"]) == values["modelList"]

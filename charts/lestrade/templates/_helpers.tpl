@@ -50,6 +50,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: LESTRADE_CLUSTER_NAME
   value: {{ .Values.clusterName | quote }}
 {{- end }}
+{{- if .Values.tools.prometheusUrl }}
+- name: LESTRADE_PROMETHEUS_URL
+  value: {{ .Values.tools.prometheusUrl | quote }}
+{{- end }}
+- name: LESTRADE_ENABLE_BASH
+  value: {{ .Values.tools.enableBash | quote }}
+- name: LESTRADE_ENABLE_WRITE_TOOLS
+  value: {{ .Values.tools.enableWriteTools | quote }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}

@@ -67,15 +67,21 @@ def policy_manifests() -> list[dict[str, Any]]:
         "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/name": "lestrade"}},
         "spec": {
             "failurePolicy": "Fail",
+            # matchConstraints is atomic for server-side apply: spell out the server's defaults
+            # so every applier (the operator, the chart) applies the very same value.
             "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
                 "resourceRules": [
                     {
                         "apiGroups": [GROUP],
                         "apiVersions": [VERSION],
                         "operations": ["UPDATE"],
                         "resources": [INVESTIGATION_PLURAL],
+                        "scope": "*",
                     }
-                ]
+                ],
             },
             "variables": _variables(),
             "validations": [

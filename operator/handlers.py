@@ -87,13 +87,11 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     @kopf.on.event(GROUP, VERSION, INVESTIGATION_PLURAL, registry=registry)
     async def investigation_changed(type: str, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:  # noqa: A002
         ctx: OperatorContext = memo.lestrade
+        ctx.feeds.touch(uid)
         if type == "DELETED":
             ctx.reaper.forget(uid)
-            ctx.feeds.touch(uid)
-            ctx.engine.applied_decisions.pop(uid, None)
-            return
-        ctx.feeds.touch(uid)
-        ctx.reaper.consider(body)
+        else:
+            ctx.reaper.consider(body)
 
     @kopf.daemon(
         GROUP,
@@ -116,8 +114,9 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         try:
             await ctx.supervisor.supervise(body, is_deleted)
         finally:
-            if is_deleted():
-                ctx.feeds.forget(uid)
+            # Both only matter while the daemon runs (a new daemon rebuilds them).
+            ctx.feeds.forget(uid)
+            ctx.engine.applied_decisions.pop(uid, None)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

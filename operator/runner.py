@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from lestrade.config import ConfigError, ModelList
 from lestrade.operator.agent import events as ev
+from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
@@ -271,6 +272,15 @@ class _Run:
         # transcript write waits until startTime is in status, see `_sync`), so only a resumed
         # run needs to read the transcript.
         state = await self.transcript.load() if resumed else self.transcript.state
+        last = state.messages[-1] if state.messages else None
+        if last and last.get("role") == "assistant" and not last.get("tool_calls"):
+            # The run answered, then stopped before status said so: finish from the stored
+            # answer instead of asking the model for another one.
+            self._running_stored = True
+            text, sections = format_answer(
+                str(last.get("content") or ""), list(spec.sections or DEFAULT_SECTIONS)
+            )
+            return await self._succeed(ev.Answer(text=text, sections=sections))
 
         registry = self.engine.tools(self.engine.api_client)
         agent = Agent(

@@ -3,6 +3,7 @@ finishes, no model turn is lost or taken twice, and no action runs a second time
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,12 @@ from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
+from lestrade.operator.kube import Kube
+from lestrade.operator.transcript import Transcript
 from opkit import (
+    GROUP,
+    PLURAL,
+    VERSION,
     EFFECT_LABEL,
     PROBE_LABEL,
     OperatorProcess,
@@ -152,3 +158,32 @@ def test_sigterm_stops_the_operator_cleanly(
     wait_inv(api_client, namespace, "quick", phase_is("Succeeded"), timeout=90)
     assert proc.terminate(timeout=30) == 0
     assert "Operator is stopping" in proc.output()
+
+
+async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
+    api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any,
+) -> None:
+    # The state a crash leaves between storing the final answer and writing Succeeded.
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="a second answer")]))
+    inv = create_inv(api_client, namespace, "answered", sections={"Cause": "why"})
+    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "answered",
+        {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
+        _content_type="application/merge-patch+json",
+    )
+    meta = inv["metadata"]
+    kube = Kube(api_client)
+    transcript = Transcript(kube, namespace, {"apiVersion": inv["apiVersion"], "kind": "Investigation",
+                                              "name": meta["name"], "uid": meta["uid"]})
+    for message in [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                    {"role": "assistant", "content": '{"Cause": "the stored answer"}'}]:
+        transcript.append_message(message)
+    await transcript.sync()
+    await kube.aclose()
+
+    start_operator(scenario_name, default_timeout=10**9)
+    done = await asyncio.to_thread(wait_inv, api_client, namespace, "answered", phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["sections"] == {"Cause": "the stored answer"}
+    assert model_server.requests(scenario_name) == []

@@ -48,6 +48,8 @@ def test_crashloop_example_with_the_demo_model(
     assert "demo model" in status["message"]
     assert "Demo model" in status["analysis"]
     assert "inventory-api" in status["analysis"] and "CrashLoopBackOff" in status["analysis"]
+    # the crashed container's last log line, declared in the example's annotations
+    assert "FATAL: open /etc/inventory/config.yaml" in status["analysis"]
     assert status["sections"] and all(status["sections"].values())
     names = [c["name"] for c in status["toolCalls"]]
     assert names[0] == "kubectl_find_resource" and "kubectl_describe" in names

@@ -426,6 +426,26 @@ def events_for(api_client: k8s.ApiClient, namespace: str, name: str) -> list[Any
     return list(found.items)
 
 
+def wait_event(api_client: k8s.ApiClient, namespace: str, name: str, *reasons: str,
+               timeout: float = 30) -> list[Any]:
+    """Watches the Events about `name` until one of each reason arrived (they are posted in
+    the background, so they may land after the status that announced the milestone)."""
+    core = k8s.CoreV1Api(api_client)
+    missing, seen = set(reasons), []
+    stream = watch.Watch().stream(core.list_namespaced_event, namespace,
+                                  field_selector=f"involvedObject.name={name}", timeout_seconds=int(timeout))
+    for event in stream:
+        seen.append(event["object"])
+        missing.discard(event["object"].reason)
+        if not missing:
+            return seen
+    raise TimeoutError(f"no {sorted(missing)} Event for {namespace}/{name} in {timeout}s; "
+                       f"saw {[e.reason for e in seen]}")
+
+
+__all__.append("wait_event")
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

@@ -14,7 +14,7 @@ from opkit import (
     EFFECT_LABEL,
     count_effects,
     create_inv,
-    events_for,
+    wait_event,
     install_policy,
     patch_decisions,
     phase_is,
@@ -61,7 +61,7 @@ def test_approve_deny_partial_and_bogus_decisions(
     calls = {c["id"]: c["status"] for c in status["toolCalls"]}
     assert calls == {"look": "success", "fix-a": "approval_required", "fix-b": "approval_required"}
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag_a) == 0
-    assert "ApprovalRequired" in {e.reason for e in events_for(api_client, namespace, "needs-ok")}
+    wait_event(api_client, namespace, "needs-ok", "ApprovalRequired")
 
     # A decision for an id that is not pending is refused at patch time, with the pending ids.
     with pytest.raises(k8s.ApiException) as refused:
@@ -121,7 +121,7 @@ def test_decisions_that_name_no_pending_call_are_reported_by_the_operator(
                        lambda o: conditions(o).get("DecisionsAccepted", {}).get("status") == "False")
     assert flagged["status"]["phase"] == "AwaitingApproval"
     assert "ghost is not a tool call of this investigation" in conditions(flagged)["DecisionsAccepted"]["message"]
-    assert "InvalidDecision" in {e.reason for e in events_for(api_client, namespace, "ghostly")}
+    wait_event(api_client, namespace, "ghostly", "InvalidDecision")
     patch_decisions(api_client, namespace, "ghostly", {"fix-1": {"approved": True}})
     done = wait_inv(api_client, namespace, "ghostly", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import (
     create_inv,
-    events_for,
+    wait_event,
     phase_is,
     transcript_messages,
     wait_until,
@@ -108,8 +108,7 @@ def test_investigation_runs_pending_running_succeeded(
         assert cm.metadata.owner_references[0].uid == final["metadata"]["uid"]
 
     # Milestone Events.
-    reasons = {e.reason for e in events_for(api_client, namespace, "web-crash")}
-    assert {"Started", "Succeeded"} <= reasons
+    wait_event(api_client, namespace, "web-crash", "Started", "Succeeded")
 
     # Finished: no finalizer is left behind, so deleting is immediate.
     wait_until("the finalizer to go", lambda: not k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
@@ -128,4 +127,4 @@ def test_unknown_model_fails_with_reason(
     assert final["status"]["phase"] == "Failed"
     assert cond["status"] == "False" and cond["reason"] == "InvalidModel"
     assert "no-such-model" in cond["message"]
-    assert "InvalidModel" in {e.reason for e in events_for(api_client, namespace, "bad-model")}
+    wait_event(api_client, namespace, "bad-model", "InvalidModel")

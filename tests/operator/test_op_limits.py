@@ -17,7 +17,7 @@ from opkit import (
     VERSION,
     count_effects,
     create_inv,
-    events_for,
+    wait_event,
     get_inv,
     phase_is,
     wait_inv,
@@ -42,7 +42,7 @@ def test_timeout_fails_the_run(
     assert done["status"]["phase"] == "Failed"
     assert cond["status"] == "False" and cond["reason"] == "Timeout"
     assert "timeout (2s)" in cond["message"]
-    assert "Timeout" in {e.reason for e in events_for(api_client, namespace, "slowpoke")}
+    wait_event(api_client, namespace, "slowpoke", "Timeout")
 
 
 def test_timeout_also_runs_while_waiting_for_approval(
@@ -124,7 +124,7 @@ def test_concurrency_limit_queues_the_rest_in_pending(
     assert most_running == 2
     assert len(queued) >= 3
     queued_obj = next(iter(queued))
-    assert "Queued" in {e.reason for e in events_for(api_client, namespace, queued_obj)}
+    wait_event(api_client, namespace, queued_obj, "Queued")
 
 
 def test_ttl_seconds_after_finished_deletes_the_investigation(

@@ -16,6 +16,7 @@ from pathlib import Path
 from .build import BuildError, cache_root, ensure_binaries
 from .cluster import LocalCluster
 from .processes import StartupError
+from .prometheus import PROMETHEUS_VERSION, PrometheusBuildError, ensure_prometheus
 from .versions import COMPONENTS
 
 
@@ -34,14 +35,17 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             for binary, path in ensure_binaries(args.components or None).items():
                 print(f"{binary}: {path}")
+            if not args.components:  # the Prometheus toolset's tests query a real one
+                print(f"prometheus: {ensure_prometheus()}")
             print(f"ready in {time.monotonic() - started:.1f}s")
         elif args.command == "versions":
             for c in COMPONENTS.values():
                 print(f"{c.name} {c.version} ({c.module})")
+            print(f"prometheus {PROMETHEUS_VERSION} (github.com/prometheus/prometheus)")
             print(f"cache: {cache_root()}")
         else:
             return _up(args.kubeconfig)
-    except (BuildError, StartupError) as exc:
+    except (BuildError, PrometheusBuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -27,12 +27,13 @@ from pathlib import Path
 
 import httpx
 
+from .build import cache_root
+
 __all__ = [
     "PROMETHEUS_MODULE",
     "PROMETHEUS_VERSION",
     "PrometheusBuildError",
     "PrometheusServer",
-    "cache_root",
     "ensure_prometheus",
     "prometheus_binary_path",
 ]
@@ -47,18 +48,6 @@ _BUILD_TIMEOUT_S = 3600
 
 class PrometheusBuildError(RuntimeError):
     """Go is missing or the build failed; the message names the build log."""
-
-
-def cache_root() -> Path:
-    """`$LESTRADE_CACHE_DIR`, else `$XDG_CACHE_HOME/lestrade`, else `~/.cache/lestrade`.
-
-    The same rule as the control-plane builder, so every built binary shares one cache.
-    """
-    override = os.environ.get("LESTRADE_CACHE_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lestrade"
 
 
 def prometheus_binary_path(version: str = PROMETHEUS_VERSION) -> Path:

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -451,10 +451,6 @@ def unique(prefix: str) -> str:
 
 
 __all__.append("unique")
-
-
-def iter_lines(path: Path) -> Iterator[str]:
-    yield from path.read_text(errors="replace").splitlines()
 
 
 def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:

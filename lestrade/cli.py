@@ -14,12 +14,11 @@ import signal
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from lestrade.config import api_bind
 from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary_path
-from lestrade.localcluster.cluster import free_port
+from lestrade.localcluster.cluster import free_port, http_ok
 from lestrade.localcluster.processes import ManagedProcess, wait_until
 from lestrade.localcluster.versions import KUBERNETES_VERSION
 
@@ -33,11 +32,6 @@ def _current_kubeconfig() -> Path:
     if not path.exists():
         raise StartupError(f"LESTRADE_CLUSTER=current but there is no kubeconfig at {path}")
     return path
-
-
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as response:
-        return response.status == 200
 
 
 def _python(module: str, log: Path, env: dict[str, str]) -> ManagedProcess:
@@ -106,7 +100,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
                 logs / "demo-model.log", env=env,
             ).start()
             children.append(demo)
-            wait_until("the demo model", lambda: _http_ok(f"http://127.0.0.1:{port}/v1/models"),
+            wait_until("the demo model", lambda: http_ok(f"http://127.0.0.1:{port}/v1/models"),
                        30, watch=[demo])
             print("lestrade: no LESTRADE_MODEL_LIST set: using the built-in DEMO model "
                   "(scripted answers, not a real LLM)")
@@ -114,7 +108,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
         children.append(_python("lestrade.operator", logs / "operator.log", env))
         children.append(_python("lestrade.api", logs / "api.log", env))
         host, port = api_bind(env)
-        wait_until("the API /readyz", lambda: _http_ok(f"http://{host}:{port}/readyz"), 60,
+        wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60,
                    watch=children)
         print(f"""
 Lestrade is running (Ctrl-C stops everything).

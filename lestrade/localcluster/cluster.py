@@ -47,7 +47,8 @@ def _https_ok(url: str, pki: ClusterPKI) -> bool:
         return response.status == 200
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
+    """True when `url` answers 200 (raises while the server is not up yet)."""
     with urllib.request.urlopen(url, timeout=2) as response:
         return response.status == 200
 
@@ -129,7 +130,7 @@ class LocalCluster(ServiceAccountTokens):
             "--log-level=warn",
         ], logs / "etcd.log").start()
         self.processes.append(etcd)
-        wait_until("etcd", lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+        wait_until("etcd", lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"),
                    timeout, watch=[etcd])
 
         apiserver = ManagedProcess("kube-apiserver", [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import uvicorn
@@ -23,10 +24,17 @@ def main() -> None:
     else:
         api_client = k8s_config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
     host, port = api_bind(in_cluster=in_cluster)
+    auth = auth_enabled(in_cluster=in_cluster)
+    if not auth:
+        logging.getLogger("lestrade.api").warning(
+            "authentication is OFF (LESTRADE_API_AUTH=false, or not running in a cluster): anyone "
+            "who can reach %s:%s can use the API with the API's own Kubernetes rights", host, port,
+        )
     app = create_app(
         api_client,
-        auth=auth_enabled(in_cluster=in_cluster),
+        auth=auth,
         namespace=os.environ.get("LESTRADE_NAMESPACE") or _pod_namespace() or "default",
+        wait_timeout=float(os.environ.get("LESTRADE_API_WAIT_TIMEOUT", "3600")),
     )
     uvicorn.run(app, host=host, port=port, log_level="info")
 

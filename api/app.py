@@ -1,18 +1,28 @@
-"""The FastAPI application: health, readiness, and (in later issues) the HolmesGPT-compatible
-endpoints, all backed by the same custom resources the operator works on."""
+"""The FastAPI application: health, readiness, and the HolmesGPT-compatible endpoints
+(`routes_chat.py`, `routes_investigate.py`), all backed by the same custom resources the
+operator works on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from kubernetes import client as k8s
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lestrade.resources import GROUP, VERSION
+from lestrade.config import ModelList, load_model_list
+from lestrade.kube import Kube
 
-from .auth import AuthMiddleware, TokenAuthenticator
+from . import routes_chat, routes_investigate
+from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
+from .chats import ChatStore, ClientError
+from .follow import Follower, TranscriptCache
+from .limits import DEFAULT_MAX_BODY, RequestLimits
+from .services import Services
+from .sse import KEEPALIVE_SECONDS
+from .streams import ClientGone
 from .watch import SharedWatch
 
 __all__ = ["create_app"]
@@ -21,27 +31,69 @@ WATCHED = ("investigations", "conversations")
 
 
 def create_app(
-    api_client: k8s.ApiClient, *, auth: bool = False, namespace: str = "default"
+    api_client: k8s.ApiClient,
+    *,
+    auth: bool = False,
+    namespace: str = "default",
+    models: ModelList | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    keepalive: float = KEEPALIVE_SECONDS,
+    wait_timeout: float = 3600.0,
+    api_keys: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
-    whose owner may create Investigations in `namespace` (see `auth.py`)."""
-    watches = {plural: SharedWatch(api_client, GROUP, VERSION, plural) for plural in WATCHED}
+    whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
+    resources in `namespace`; `models` (default: `LESTRADE_MODEL_LIST`, as the operator reads
+    it) are the names a request's `model` may use; `api_keys` (name -> key; default: the
+    files in LESTRADE_API_KEYS_DIR) are accepted besides Kubernetes tokens."""
+    kube = Kube(api_client)  # its connections open in the server's event loop, on first use
+    watches = {plural: SharedWatch(kube, plural) for plural in WATCHED}
+    models = models or load_model_list()
+    follower = Follower(kube, watches, TranscriptCache(kube))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        for watch in watches.values():
+        for watch in app.state.watches.values():
             watch.start()
         try:
             yield
         finally:
-            for watch in watches.values():
+            for watch in app.state.watches.values():
                 await watch.stop()
+            await kube.aclose()
 
     app = FastAPI(title="Lestrade", version="0.1.0", lifespan=lifespan)
     app.state.watches = watches
+    app.state.kube = kube
     app.state.namespace = namespace
+    app.state.services = Services(
+        kube=kube, watches=watches, follower=follower,
+        chats=ChatStore(kube, follower, namespace), models=models,
+        namespace=namespace, keepalive=keepalive, wait_timeout=wait_timeout,
+    )
+    app.add_middleware(RequestLimits, max_body=max_body)
     if auth:
-        app.add_middleware(AuthMiddleware, authenticator=TokenAuthenticator(api_client, namespace))
+        app.state.authenticator = TokenAuthenticator(kube, namespace)
+        app.add_middleware(
+            AuthMiddleware, authenticator=app.state.authenticator,
+            api_keys=load_api_keys() if api_keys is None else api_keys,
+        )
+    app.include_router(routes_chat.router)
+    app.include_router(routes_investigate.router)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it; the run goes on
+
+    @app.exception_handler(ClientError)
+    async def client_error(request: Request, exc: ClientError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        """Prometheus metrics of this process (request layer, SSE streams: no namespaces, no
+        content), public like the health checks (auth.PUBLIC_PATHS)."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/whoami")
     async def whoami(request: Request) -> dict[str, str | None]:
@@ -56,7 +108,7 @@ def create_app(
     async def readyz() -> JSONResponse:
         waiting = {
             plural: watch.last_error or "not synced yet"
-            for plural, watch in watches.items()
+            for plural, watch in app.state.watches.items()
             if not watch.synced.is_set()
         }
         if waiting:

@@ -1,27 +1,29 @@
 """One shared watch per resource kind, fanned out to any number of subscribers.
 
 Every SSE client and every request that waits for a resource reads from this cache; the API
-never opens a watch per client, so a hundred open streams cost the apiserver one watch.
-The kubernetes client is blocking, so the watch runs in a thread and hands events to the event
-loop; subscribers get an `asyncio.Queue` each.
+never opens a watch per client, so a hundred open streams cost the apiserver one watch. The
+watch is a task in the API's event loop on the shared request layer (`lestrade.kube`); no
+thread per watch. Subscribers get an `asyncio.Queue` each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
+from lestrade.kube import Kube, api_path
+from lestrade.resources import GROUP, VERSION
 
 __all__ = ["WatchEvent", "SharedWatch"]
 
 log = logging.getLogger(__name__)
+
+RETRY_DELAY = 2.0
+"""Seconds before listing again after a failure (CRD missing, apiserver restarting)."""
 
 
 @dataclass(frozen=True)
@@ -33,28 +35,24 @@ class WatchEvent:
 class SharedWatch:
     """List-then-watch of one custom resource (all namespaces), restarted on expiry or error."""
 
-    def __init__(self, api_client: k8s.ApiClient, group: str, version: str, plural: str) -> None:
-        self._api = k8s.CustomObjectsApi(api_client)
-        self.group, self.version, self.plural = group, version, plural
+    def __init__(self, kube: Kube, plural: str, *, group: str = GROUP, version: str = VERSION) -> None:
+        self._kube = kube
+        self.plural = plural
+        self._path = api_path(f"{group}/{version}", plural)
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._subscribers: set[asyncio.Queue[WatchEvent]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()
         self.last_error: str | None = None
 
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.plural}", daemon=True)
-        self._thread.start()
+        self._task = asyncio.create_task(self._run(), name=f"watch {self.plural}")
 
     async def stop(self) -> None:
-        """Signals the thread; it is a daemon blocked in a read of at most 5 s, so shutdown
-        does not wait for it."""
-        self._stop.set()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 0.2)
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[asyncio.Queue[WatchEvent]]:
@@ -77,48 +75,34 @@ class SharedWatch:
                 queue.get_nowait()
             queue.put_nowait(event)
 
-    def _mark_synced(self, synced: bool) -> None:
-        (self.synced.set if synced else self.synced.clear)()
-
-    def _run(self) -> None:
-        try:
-            self._list_and_watch()
-        except RuntimeError:  # the event loop closed under us: the app is gone
-            self._stop.set()
-
-    def _list_and_watch(self) -> None:
-        assert self._loop is not None
-        while not self._stop.is_set():
+    async def _run(self) -> None:
+        while True:
             try:
-                listing = self._api.list_cluster_custom_object(self.group, self.version, self.plural)
-                version = listing["metadata"]["resourceVersion"]
-                for item in listing.get("items", []):
-                    self._loop.call_soon_threadsafe(self._publish, WatchEvent("ADDED", item))
+                listing = await self._kube.get(self._path)
+                items = listing.get("items", [])
+                listed = {(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items}
+                # Objects deleted while the watch was down are gone from the new list.
+                for key in [k for k in self.objects if k not in listed]:
+                    self._publish(WatchEvent("DELETED", self.objects[key]))
+                for item in items:
+                    self._publish(WatchEvent("ADDED", item))
                 self.last_error = None
-                self._loop.call_soon_threadsafe(self._mark_synced, True)
-                self._watch_from(version)
-            except RuntimeError:
+                self.synced.set()
+                await self._watch_from(listing["metadata"]["resourceVersion"])
+            except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # CRD missing, apiserver restarting, token expired...
-                self.last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                self._loop.call_soon_threadsafe(self._mark_synced, False)
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+                self.synced.clear()
                 log.warning("watch of %s failed, retrying: %s", self.plural, self.last_error)
-                self._stop.wait(2)
+                await asyncio.sleep(RETRY_DELAY)
 
-    def _watch_from(self, version: str) -> None:
-        assert self._loop is not None
-        while not self._stop.is_set():
-            watcher = k8s_watch.Watch()
-            for event in watcher.stream(
-                self._api.list_cluster_custom_object, self.group, self.version, self.plural,
-                resource_version=version, timeout_seconds=5, allow_watch_bookmarks=True,
-            ):
-                obj = event["object"]
-                version = obj.get("metadata", {}).get("resourceVersion", version)
-                if event["type"] == "ERROR":
+    async def _watch_from(self, version: str) -> None:
+        while True:
+            async for event in self._kube.watch(self._path, resource_version=version):
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
                     return  # resource version too old: list again
-                if event["type"] != "BOOKMARK":
-                    self._loop.call_soon_threadsafe(self._publish, WatchEvent(event["type"], obj))
-                if self._stop.is_set():
-                    watcher.stop()
-                    return
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if event.get("type") != "BOOKMARK":
+                    self._publish(WatchEvent(event["type"], obj))

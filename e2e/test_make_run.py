@@ -11,12 +11,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from lestrade.localcluster import binary_path
+from lestrade.localcluster.build import cache_root
 from lestrade.localcluster.cluster import free_port
 from lestrade.localcluster.processes import wait_until
 
@@ -48,45 +51,119 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _poison_discovery_cache(cache_dir: Path, server: str) -> None:
+    """What an earlier cluster on the same host:port leaves in kubectl's cache: a fresh (under
+    six hours) discovery without the Lestrade resources, as kubectl itself writes it."""
+    folder = cache_dir / "discovery" / server.removeprefix("https://").replace(":", "_")
+    groups = [("", "v1"), ("apiextensions.k8s.io", "apiextensions.k8s.io/v1")]
+    resources = {
+        "v1": [{"name": "namespaces", "singularName": "namespace", "namespaced": False,
+                "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]}],
+        "apiextensions.k8s.io/v1": [{"name": "customresourcedefinitions",
+                                     "singularName": "customresourcedefinition", "namespaced": False,
+                                     "kind": "CustomResourceDefinition", "verbs": ["get", "list"],
+                                     "shortNames": ["crd", "crds"]}],
+    }
+    folder.mkdir(parents=True)
+    (folder / "servergroups.json").write_text(json.dumps({
+        "kind": "APIGroupList", "apiVersion": "v1",
+        "groups": [{"name": name, "versions": [{"groupVersion": gv, "version": "v1"}],
+                    "preferredVersion": {"groupVersion": gv, "version": "v1"}} for name, gv in groups],
+    }))
+    for gv, listed in resources.items():
+        (folder / gv).mkdir(parents=True)
+        (folder / gv / "serverresources.json").write_text(json.dumps(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": listed}))
+
+
+@dataclass
+class Run:
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    port: int
+    home: Path
+    kubecachedir: Path
+
+
 @pytest.fixture
-def running(tmp_path):
-    port = free_port()
+def running(tmp_path: Path) -> Iterator[Run]:
+    """`make run` as a user runs it, in a home whose kubectl caches (both `~/.kube/cache` and
+    `$KUBECACHEDIR`) hold a stale discovery of the host:port its kube-apiserver will use."""
+    yield from _make_run(tmp_path)
+
+
+def _make_run(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[Run]:
+    port, apiserver_port = free_port(), free_port()
+    home, kubecachedir = tmp_path / "home", tmp_path / "kubecache"
+    for cache in (home / ".kube" / "cache", kubecachedir):
+        _poison_discovery_cache(cache, f"https://127.0.0.1:{apiserver_port}")
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "LESTRADE_MODEL_LIST")}
-    env.update(LESTRADE_API_PORT=str(port), PYTHONUNBUFFERED="1")
-    log = (tmp_path / "run.log").open("w")
+    env.update(
+        LESTRADE_API_PORT=str(port), LESTRADE_APISERVER_PORT=str(apiserver_port), PYTHONUNBUFFERED="1",
+        HOME=str(home), KUBECACHEDIR=str(kubecachedir),
+        LESTRADE_CACHE_DIR=str(cache_root()),  # the binaries built before, not in the new home
+        **(extra_env or {}),
+    )
+    log_path = tmp_path / "run.log"
+    log = log_path.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "lestrade.cli", "run"], cwd=tmp_path, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"make run exited: {(tmp_path / 'run.log').read_text()}")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                return r.status == 200
-
-        wait_until("make run to serve /readyz", ready, 180)
-        yield proc, tmp_path, port
+        # Polled: nothing announces readiness but /readyz itself. A `make run` that exits fails
+        # at once (a failed wait_until condition would only be retried until the timeout).
+        deadline = time.monotonic() + 180
+        while not _serves(f"http://127.0.0.1:{port}/readyz"):
+            assert proc.poll() is None, f"make run exited ({proc.returncode}): {log_path.read_text()}"
+            assert time.monotonic() < deadline, f"make run did not serve /readyz in 180s: {log_path.read_text()}"
+            time.sleep(0.2)
+        yield Run(proc, tmp_path, port, home, kubecachedir)
     finally:
         if proc.poll() is None:
             proc.kill()
         log.close()
 
 
-def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running) -> None:
-    proc, workdir, port = running
+def _serves(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> None:
+    proc, workdir, port = running.proc, running.workdir, running.port
     kubeconfig = workdir / ".lestrade" / "kubeconfig"
     assert kubeconfig.exists()
-    cache = workdir / "kubectl-cache"  # not ~/.kube/cache: ports of earlier clusters get reused
-    kubectl = [str(binary_path("kubectl")), f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
-
-    crds = subprocess.run([*kubectl, "get", "crd", "-o", "name"], capture_output=True, text=True, check=True)
-    assert "investigations.lestrade.dev" in crds.stdout
-    assert "conversations.lestrade.dev" in crds.stdout
-    listing = subprocess.run([*kubectl, "get", "lestrade", "-A"], capture_output=True, text=True)
-    assert listing.returncode == 0, listing.stderr
+    # The README's quickstart, with the kubectl `make run` links and the user's own caches: once
+    # through $KUBECACHEDIR, once through ~/.kube/cache; both held a stale discovery.
+    kubectl = str(workdir / ".lestrade" / "bin" / "kubectl")
+    user_env = {"PATH": os.environ["PATH"], "HOME": str(running.home), "KUBECONFIG": str(kubeconfig)}
+    for env in ({**user_env, "KUBECACHEDIR": str(running.kubecachedir)}, user_env):
+        crds = subprocess.run([kubectl, "get", "crd", "-o", "name"], env=env, capture_output=True, text=True)
+        assert crds.returncode == 0, crds.stderr
+        assert "investigations.lestrade.dev" in crds.stdout
+        assert "conversations.lestrade.dev" in crds.stdout
+        listing = subprocess.run([kubectl, "get", "lestrade", "-A"], env=env, capture_output=True, text=True)
+        assert listing.returncode == 0, listing.stderr
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
         assert json.load(response)["status"] == "ready"
+    # The README's HTTP quickstart: the model list, then a chat answered by the demo model.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/model", timeout=10) as response:
+        assert json.load(response)["model_name"]
+    chat = urllib.request.Request(f"http://127.0.0.1:{port}/api/chat", method="POST",
+                                  data=json.dumps({"ask": "Which pods are crash-looping?"}).encode())
+    with urllib.request.urlopen(chat, timeout=120) as response:  # a form Content-Type, as `curl -d` sends
+        answer = json.load(response)
+    assert "Demo model" in answer["analysis"] and answer["conversation_id"]
     output = (workdir / "run.log").read_text()
     assert "DEMO model" in output and "export KUBECONFIG=" in output
+    # The tools act as a read-only ServiceAccount, never with this admin kubeconfig.
+    assert "tools act as the read-only ServiceAccount default/lestrade-tools" in output
+    can = subprocess.run([kubectl, "auth", "can-i", "get", "secrets", "-A",
+                          "--as=system:serviceaccount:default:lestrade-tools"],
+                         env=user_env, capture_output=True, text=True)
+    assert can.stdout.strip() == "no"
 
     family = _descendants(proc.pid)
     assert len(family) >= 7  # 5 control-plane processes, demo model, operator, API

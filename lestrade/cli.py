@@ -19,7 +19,9 @@ from pathlib import Path
 from lestrade.config import api_bind
 from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary_path
 from lestrade.localcluster.cluster import free_port, http_ok
+from lestrade.localcluster.kubectl_cache import forget_discovery
 from lestrade.localcluster.processes import ManagedProcess, wait_until
+from lestrade.localcluster.toolsaccount import ensure_tools_account
 from lestrade.localcluster.versions import KUBERNETES_VERSION
 
 __all__ = ["main"]
@@ -38,9 +40,15 @@ def _python(module: str, log: Path, env: dict[str, str]) -> ManagedProcess:
     return ManagedProcess(module, [sys.executable, "-m", module], log, env=env).start()
 
 
-def _stable_api_port(preferred: int = 6443) -> int | None:
-    """6443 when free: kubectl caches discovery per host:port, and the test suite's clusters use
-    random ports, so a stable port keeps a stale cache of some test cluster from shadowing ours."""
+def _apiserver_port(env: dict[str, str]) -> int | None:
+    """`LESTRADE_APISERVER_PORT`, else 6443 when free (a kubeconfig that stays the same from one
+    run to the next), else None: any free port."""
+    if env.get("LESTRADE_APISERVER_PORT"):
+        return int(env["LESTRADE_APISERVER_PORT"])
+    return _port_if_free(6443)
+
+
+def _port_if_free(preferred: int) -> int | None:
     import socket
 
     with socket.socket() as sock:
@@ -78,7 +86,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
         else:
             kubeconfig = (state_dir / "kubeconfig").resolve()
             print("lestrade: starting the local control plane ...", flush=True)
-            cluster = LocalCluster.start(kubeconfig=kubeconfig, api_port=_stable_api_port())
+            cluster = LocalCluster.start(kubeconfig=kubeconfig, api_port=_apiserver_port(dict(os.environ)))
             print(f"lestrade: control plane up in {time.monotonic() - started:.1f}s at {cluster.server}")
 
         from kubernetes import config as k8s_config
@@ -87,10 +95,18 @@ def run(state_dir: Path = STATE_DIR) -> int:
 
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
             install_crds(api, wait=True, timeout=60)
+            server = api.configuration.host
+            # The tools act as this read-only account, never with the admin kubeconfig.
+            tools_account = ensure_tools_account(api)
         print("lestrade: CRDs installed (investigations.lestrade.dev, conversations.lestrade.dev)")
+        print(f"lestrade: tools act as the read-only ServiceAccount {tools_account}")
+        # kubectl would otherwise trust a discovery cache of an earlier cluster on this host:port.
+        for folder in forget_discovery(server):
+            print(f"lestrade: removed kubectl's stale discovery cache {folder}")
 
         bin_dir = _link_kubectl(state_dir)
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "LESTRADE_TOOLS_SERVICE_ACCOUNT": tools_account,
+               "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "/usr/bin:/bin")])}
         if not env.get("LESTRADE_MODEL_LIST"):
             port = free_port()
             env["LESTRADE_DEMO_MODEL_URL"] = f"http://127.0.0.1:{port}/v1"

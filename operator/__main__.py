@@ -7,7 +7,7 @@ default, or only in the namespaces given with `--namespace`.
 Several replicas can run at once as Kopf peers: the one that started first works, the others
 stand by and take over when its keep-alive expires (`--peering`, default: use the `lestrade`
 peering object when its CRD exists, else run standalone). `--liveness` serves Kopf's health
-endpoint for a liveness probe.
+endpoint for a liveness probe; `LESTRADE_METRICS_PORT` the Prometheus metrics (`metrics.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from lestrade.config import ModelList, load_model_list
 from .admission import install_admission_policy
 from .context import build_engine
 from .handlers import OperatorContext, build_registry, configure_kopf
-from .runner import ToolsFactory
+from .metrics import serve as serve_metrics
+from .engine import ToolsFactory
 from .settings import OperatorSettings
 
 __all__ = ["run_operator", "main", "default_priority"]
@@ -96,6 +97,7 @@ async def run_operator(
         priority=default_priority() if priority is None else priority,
     )
     kopf_settings.peering.mandatory = mandatory_peering
+    stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     try:
         await kopf.operator(
             registry=registry,
@@ -109,6 +111,8 @@ async def run_operator(
             ready_flag=ready_flag,
         )
     finally:
+        if stop_metrics is not None:
+            await asyncio.to_thread(stop_metrics)
         ctx.reaper.close()
         await engine.aclose()
 

@@ -24,15 +24,15 @@ from typing import Any
 
 import yaml
 
-from lestrade.resources.constants import GROUP, INVESTIGATION_PLURAL, VERSION
+from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 
-from .kube import ApiException, Kube
+from lestrade.kube import ApiException, Kube, api_path
 
 __all__ = ["POLICY_NAME", "policy_manifests", "install_admission_policy", "main"]
 
 logger = logging.getLogger(__name__)
 
-POLICY_NAME = "lestrade-investigation-decisions"
+POLICY_NAME = "lestrade-investigation-decisions"  # name kept: it also covers Conversations
 FIELD_MANAGER = "lestrade-operator"
 
 
@@ -78,7 +78,7 @@ def policy_manifests() -> list[dict[str, Any]]:
                         "apiGroups": [GROUP],
                         "apiVersions": [VERSION],
                         "operations": ["UPDATE"],
-                        "resources": [INVESTIGATION_PLURAL],
+                        "resources": [INVESTIGATION_PLURAL, CONVERSATION_PLURAL],
                         "scope": "*",
                     }
                 ],
@@ -118,9 +118,8 @@ async def install_admission_policy(kube: Kube) -> bool:
         "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
     }
     for manifest in policy_manifests():
-        path = (
-            f"/apis/admissionregistration.k8s.io/v1/{plurals[manifest['kind']]}/"
-            f"{manifest['metadata']['name']}"
+        path = api_path(
+            manifest["apiVersion"], plurals[manifest["kind"]], name=manifest["metadata"]["name"]
         )
         try:
             await kube.request(

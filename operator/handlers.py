@@ -1,15 +1,18 @@
-"""Kopf wiring for Investigations: which handlers exist and what each one delegates to.
+"""Kopf wiring for Investigations and Conversations: which handlers exist, what each delegates to.
 
-- a daemon per Investigation that has not finished runs `Supervisor.supervise` (long work never
-  happens in a change handler); Kopf stops it promptly when the object is deleted, when the
-  operator exits, and when a peer with a higher priority takes over (standby replicas);
-- an event handler wakes that daemon on every change (decisions arriving, our own status
-  landing) and arms the TTL timer of finished objects;
+The same handlers are registered for both kinds:
+- a daemon per resource with work to do (an Investigation that has not finished, a
+  Conversation with a turn to answer) runs `Supervisor.supervise` (long work never happens in a
+  change handler); Kopf stops it promptly when the object is deleted, when the operator exits,
+  when a peer with a higher priority takes over (standby replicas), and when the object has no
+  work left (its filter stops matching; appending a turn starts a new daemon);
+- an event handler wakes that daemon on every change (decisions arriving, turns appended, our
+  own status landing) and arms the TTL timer of finished Investigations;
 - in Job mode, an event handler on the Jobs the operator created wakes the daemon that waits
   for them.
 
-The daemon filter (`phase` not finished) means Kopf only puts its finalizer on objects whose
-run is in progress, so finished Investigations carry no finalizer and are deleted at once.
+The daemon filter means Kopf only puts its finalizer on objects whose run is in progress, so
+settled objects carry no finalizer and are deleted at once.
 Handlers are registered on a registry of their own, so a test can run several operators with
 different settings in one process.
 """
@@ -22,11 +25,14 @@ from typing import Any
 
 import kopf
 
-from lestrade.resources.constants import GROUP, INVESTIGATION_PLURAL, VERSION
+from lestrade.resources.constants import GROUP, VERSION
+from lestrade.resources.views import KINDS, view_of
 
-from .job import INVESTIGATION_UID_LABEL
-from .runner import Engine
-from .supervisor import TERMINAL_PHASES, Feeds, Supervisor
+from .engine import Engine
+from .jobs import RUN_UID_LABEL
+from .stopping import configure as configure_stopping
+from .stopping import run_until_stopped
+from .supervisor import Feeds, Supervisor
 from .ttl import TtlReaper
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
@@ -52,15 +58,15 @@ class OperatorContext:
         return cls(engine, feeds, Supervisor(engine, feeds), TtlReaper(engine.kube))
 
 
-def _active(status: dict[str, Any], **_: Any) -> bool:
-    return status.get("phase") not in TERMINAL_PHASES
+def _has_work(body: kopf.Body, **_: Any) -> bool:
+    return view_of(body).has_work()
 
 
 def configure_kopf(
     settings: kopf.OperatorSettings, *, peering_name: str = "lestrade", priority: int = 0
 ) -> None:
     """Kopf's settings for this operator (events, finalizer, persistence, throttling)."""
-    # Our own milestone Events are posted by the runner; Kopf only posts its warnings.
+    # Our own milestone Events are posted by the attempt; Kopf only posts its warnings.
     settings.posting.level = logging.WARNING
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
@@ -78,14 +84,14 @@ def configure_kopf(
     settings.peering.lifetime = 20
     settings.peering.stealth = True
     settings.process.ultimate_exiting_timeout = 30
+    configure_stopping(settings)  # a deleted object's daemon stops at once (stopping.py)
 
 
 def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
-    """A registry with the Investigation handlers; the context comes in as `memo.lestrade`."""
+    """A registry with the handlers of both kinds; the context comes in as `memo.lestrade`."""
     registry = kopf.OperatorRegistry()
 
-    @kopf.on.event(GROUP, VERSION, INVESTIGATION_PLURAL, registry=registry)
-    async def investigation_changed(type: str, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:  # noqa: A002
+    async def changed(type: str, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:  # noqa: A002
         ctx: OperatorContext = memo.lestrade
         ctx.feeds.touch(uid)
         if type == "DELETED":
@@ -93,16 +99,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         else:
             ctx.reaper.consider(body)
 
-    @kopf.daemon(
-        GROUP,
-        VERSION,
-        INVESTIGATION_PLURAL,
-        registry=registry,
-        when=_active,
-        cancellation_timeout=10,
-        backoff=5,
-    )
-    async def investigation_run(
+    async def run(
         body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any
     ) -> None:
         ctx: OperatorContext = memo.lestrade
@@ -112,11 +109,18 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
             return reason is not None and bool(reason & kopf.DaemonStoppingReason.RESOURCE_DELETED)
 
         try:
-            await ctx.supervisor.supervise(body, is_deleted)
+            await run_until_stopped(ctx.supervisor.supervise(body, is_deleted), stopped)
         finally:
             # Both only matter while the daemon runs (a new daemon rebuilds them).
             ctx.feeds.forget(uid)
             ctx.engine.applied_decisions.pop(uid, None)
+
+    for view_class in KINDS.values():
+        kopf.on.event(GROUP, VERSION, view_class.plural, registry=registry)(changed)
+        kopf.daemon(
+            GROUP, VERSION, view_class.plural, registry=registry, when=_has_work,
+            cancellation_timeout=10, backoff=5, id=f"{view_class.plural}-run",
+        )(run)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:
@@ -131,11 +135,11 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
 
         @kopf.on.event(
             "batch", "v1", "jobs",
-            labels={INVESTIGATION_UID_LABEL: kopf.PRESENT},
+            labels={RUN_UID_LABEL: kopf.PRESENT},
             registry=registry,
         )
         async def job_changed(labels: kopf.Labels, memo: Any, **_: Any) -> None:
             ctx: OperatorContext = memo.lestrade
-            ctx.feeds.touch(labels[INVESTIGATION_UID_LABEL])
+            ctx.feeds.touch(labels[RUN_UID_LABEL])
 
     return registry

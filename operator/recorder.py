@@ -16,8 +16,8 @@ import socket
 from collections.abc import Mapping
 from typing import Literal
 
-from .kube import Kube
-from .status import now_iso
+from lestrade.kube import Kube, api_path
+from lestrade.timefmt import now_iso
 
 __all__ = ["EventRecorder"]
 
@@ -65,7 +65,7 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            await self._kube.create(f"/api/v1/namespaces/{namespace}/events", body, parse=False)
+            await self._kube.create(api_path("v1", "events", namespace), body, parse=False)
         except Exception as exc:
             logger.warning("could not post event %s for %s: %s", reason, self._involved["name"], exc)
 

@@ -21,6 +21,9 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_ENABLE_WRITE_TOOLS` | false | offers the write actions (each call needs approval) |
 | `LESTRADE_ENABLE_BASH` | true | offers the bash tool |
 | `LESTRADE_RUNBOOK_DIRS` | - | folders of runbooks, separated by `:` |
+| `LESTRADE_RUNBOOK_NAMESPACES` | the operator's namespace | the only namespaces whose ConfigMaps labelled `lestrade.dev/runbook=true` are runbooks, separated by `,` |
+| `LESTRADE_METRICS_PORT` | 0 | serve Prometheus metrics on this port (`/metrics`); 0: not served |
+| `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ PASSED_TO_JOBS = (
     "LESTRADE_ENABLE_WRITE_TOOLS",
     "LESTRADE_ENABLE_BASH",
     "LESTRADE_RUNBOOK_DIRS",
+    "LESTRADE_RUNBOOK_NAMESPACES",
+    "LESTRADE_TOOLS_SERVICE_ACCOUNT",
     "ENABLED_PROMPTS",
 )
 
@@ -65,6 +70,12 @@ def _own_namespace(env: Mapping[str, str]) -> str:
         return _NAMESPACE_FILE.read_text().strip() or "default"
     except OSError:
         return "default"
+
+
+def _qualified(service_account: str | None, env: Mapping[str, str]) -> str | None:
+    if not service_account:
+        return None
+    return service_account if "/" in service_account else f"{_own_namespace(env)}/{service_account}"
 
 
 def _flag(value: str | None) -> bool:
@@ -91,6 +102,12 @@ class OperatorSettings:
     enable_write_tools: bool = False
     enable_bash: bool = True
     runbook_dirs: tuple[str, ...] = ()
+    runbook_namespaces: tuple[str, ...] = ()
+    """Never a tenant's: a runbook is an instruction the model follows."""
+    tools_service_account: str | None = None
+    """`namespace/name` of the tools' read-only ServiceAccount (see tools_identity.py)."""
+    metrics_port: int = 0
+    """Port of the Prometheus metrics (0: not served)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -117,6 +134,10 @@ class OperatorSettings:
             "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
             "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
             "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
+            "runbook_namespaces": tuple(n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",")
+                                        if n.strip()) or (_own_namespace(env),),
+            "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
+            "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

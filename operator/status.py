@@ -19,28 +19,29 @@ import asyncio
 import copy
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from lestrade.resources.common import Condition, ConditionStatus, condition, set_condition
+from lestrade.resources.common import (
+    Condition,
+    ConditionStatus,
+    WireModel,
+    condition,
+    set_condition,
+)
 
-from .kube import Kube
+from lestrade.kube import Kube
 
-__all__ = ["StatusWriter", "now_iso", "parse_time"]
+__all__ = ["StatusWriter"]
 
 logger = logging.getLogger(__name__)
 
 
-def now_iso() -> str:
-    """The current time as metav1.Time serializes it (seconds, UTC, `Z`)."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """A metav1.Time string (as in status.startTime), or None when unset."""
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+def _wire(value: Any) -> Any:
+    if isinstance(value, WireModel):
+        return value.to_wire()
+    if isinstance(value, list):
+        return [_wire(item) for item in value]
+    return value
 
 
 class StatusWriter:
@@ -76,8 +77,10 @@ class StatusWriter:
     # -- changing ------------------------------------------------------------------------------
 
     def set(self, **fields: Any) -> None:
-        """Changes top-level status fields (camelCase names); sent within `interval`."""
+        """Changes top-level status fields (camelCase names); sent within `interval`. Values
+        may be the resource models (`Usage`, `ToolCall`, ...), which are sent in wire form."""
         for key, value in fields.items():
+            value = _wire(value)
             if self.current.get(key) != value or key not in self.current:
                 self.current[key] = value
                 self._dirty.add(key)

@@ -15,14 +15,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .kube import Kube, investigation_path, is_not_found
-from .status import parse_time
+from lestrade.kube import Kube, investigation_path, is_not_found
+from lestrade.resources.common import Phase
+from lestrade.timefmt import parse_time
 
 __all__ = ["TtlReaper"]
 
 logger = logging.getLogger(__name__)
 
-_FINISHED = ("Succeeded", "Failed")
+_FINISHED = (Phase.SUCCEEDED, Phase.FAILED)
 
 
 def _expiry(body: Mapping[str, Any]) -> float | None:

@@ -14,6 +14,8 @@ KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 HELM_VERSION = "3.22.0"
+# the chart's manifest linter (tests/chart): schemas come from the local apiserver, not the network
+KUBECONFORM_VERSION = "0.8.0"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,12 @@ COMPONENTS: dict[str, Component] = {
             version=HELM_VERSION,
             module="helm.sh/helm/v3",
             packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+        ),
+        Component(
+            name="kubeconform",
+            version=KUBECONFORM_VERSION,
+            module="github.com/yannh/kubeconform",
+            packages={"kubeconform": "github.com/yannh/kubeconform/cmd/kubeconform"},
         ),
     ]
 }

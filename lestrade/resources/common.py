@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,8 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "WireModel",
+    "Phase",
+    "FINISHED_PHASES",
     "Condition",
     "ConditionStatus",
     "condition",
@@ -78,6 +81,21 @@ class WireModel(BaseModel):
         """The JSON-ready dict to send to the apiserver (camelCase, unset optionals omitted)."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
+
+class Phase(StrEnum):
+    """The one phase vocabulary of runs: an Investigation uses all but Answered, a
+    Conversation (and each of its turns) all but Succeeded."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    SUCCEEDED = "Succeeded"
+    ANSWERED = "Answered"
+    FAILED = "Failed"
+
+
+FINISHED_PHASES: frozenset[str] = frozenset({Phase.SUCCEEDED, Phase.ANSWERED, Phase.FAILED})
+"""Phases after which a run (or a turn) does nothing more."""
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -188,6 +206,13 @@ class Decision(WireModel):
         description="Why; shown to the model, most useful with a refusal "
         "(e.g. 'do not restart production pods, look at the logs instead').",
     )
+    digest: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Optional: the digest of the call as status.pendingApprovals showed it; "
+        "when given and the call's digest differs, the decision is not applied. Without it "
+        "the decision is bound to the digest the operator recorded for the pending call.",
+    )
 
 
 class Usage(WireModel):
@@ -209,7 +234,11 @@ class Usage(WireModel):
 class ToolCall(WireModel):
     """One tool call the model made."""
 
-    id: str = Field(min_length=1, description="Tool call id assigned by the model.")
+    id: str = Field(
+        min_length=1,
+        description="Tool call id, unique within the run (the model's own when it sent a "
+        "fresh one, else one the operator assigned).",
+    )
     name: str = Field(description="Tool name, e.g. kubectl_describe.")
     description: str = Field(
         default="",
@@ -224,6 +253,11 @@ class ToolCall(WireModel):
         default_factory=dict,
         description="Arguments the model passed to the tool.",
         json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    digest: str = Field(
+        default="",
+        description="sha256 digest of the tool name and its exact arguments; a decision "
+        "applies only to the call with this digest.",
     )
 
 
@@ -244,6 +278,11 @@ class PendingApproval(WireModel):
         description="Arguments the model passed to the tool.",
         json_schema_extra=PRESERVE_UNKNOWN,
     )
+    digest: str = Field(
+        default="",
+        description="sha256 digest of the tool name and its exact arguments; a decision "
+        "applies only to the call with this digest.",
+    )
 
 
 class TranscriptRef(WireModel):
@@ -259,3 +298,10 @@ class TranscriptRef(WireModel):
         "deleted with it.",
     )
     messages: int = Field(default=0, ge=0, description="Number of messages stored so far.")
+    records: int = Field(
+        default=0,
+        ge=0,
+        description="Number of records stored so far (messages, tool starts and results, "
+        "approvals, decisions, token counts, compactions, answers, errors): the length of "
+        "the progress sequence.",
+    )

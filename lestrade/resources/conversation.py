@@ -21,7 +21,11 @@ from .common import (
     PRESERVE_UNKNOWN,
     Condition,
     Decision,
+    DURATION_PATTERN,
     PendingApproval,
+    Phase,
+    ToolCall,
+    parse_duration,
     TranscriptRef,
     Usage,
     WireModel,
@@ -31,9 +35,11 @@ from .constants import API_VERSION, CONVERSATION_KIND
 
 __all__ = [
     "ConversationPhase",
+    "FrontendTool",
     "CompactionPolicy",
     "ContextSettings",
     "Turn",
+    "TurnImage",
     "ConversationSpec",
     "TurnStatus",
     "ConversationStatus",
@@ -43,6 +49,8 @@ __all__ = [
 
 MAX_TURNS = 200
 MAX_ASK_LENGTH = 16384
+MAX_TURN_IMAGES = 8
+MAX_IMAGE_URL_LENGTH = 2048
 
 # Old turns must survive every update unchanged and in place; new ones may only be added at
 # the end. Two-variable comprehensions need Kubernetes 1.32 or newer. Placed on spec rather
@@ -59,13 +67,14 @@ TURNS_APPEND_ONLY = cel_rule(
 
 
 class ConversationPhase(StrEnum):
-    """State of the conversation (of its latest turn) or of one turn."""
+    """State of the conversation (of its latest turn) or of one turn (the values of `Phase`
+    a Conversation uses)."""
 
-    PENDING = "Pending"
-    RUNNING = "Running"
-    AWAITING_APPROVAL = "AwaitingApproval"
-    ANSWERED = "Answered"
-    FAILED = "Failed"
+    PENDING = Phase.PENDING.value
+    RUNNING = Phase.RUNNING.value
+    AWAITING_APPROVAL = Phase.AWAITING_APPROVAL.value
+    ANSWERED = Phase.ANSWERED.value
+    FAILED = Phase.FAILED.value
 
 
 class CompactionPolicy(WireModel):
@@ -131,6 +140,22 @@ class ContextSettings(WireModel):
     )
 
 
+class TurnImage(WireModel):
+    """An image that goes with a question (for vision-capable models)."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=MAX_IMAGE_URL_LENGTH,
+        description="Where the model fetches the image (https URL), or a small data: URI.",
+    )
+    detail: Literal["low", "high", "auto"] | None = Field(
+        default=None, description="OpenAI's resolution hint: low, high or auto."
+    )
+    format: str | None = Field(
+        default=None, max_length=64, description="MIME type, for providers that need it."
+    )
+
+
 class Turn(WireModel):
     """One question from the user."""
 
@@ -138,6 +163,35 @@ class Turn(WireModel):
         min_length=1,
         max_length=MAX_ASK_LENGTH,
         description="The question or request, in plain language.",
+    )
+    images: list[TurnImage] | None = Field(
+        default=None,
+        max_length=MAX_TURN_IMAGES,
+        description="Images sent with the question (the model must support vision).",
+    )
+
+
+class FrontendTool(WireModel):
+    """A tool the client defines and runs itself (reference 000's frontend tools)."""
+
+    name: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
+        description="Tool name; must not be one of the operator's own tools.",
+    )
+    description: str = Field(max_length=4096, description="What the tool does, for the model.")
+    parameters: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON schema of the tool's arguments.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    mode: Literal["pause", "noop"] = Field(
+        default="pause",
+        description="pause: a call waits (like an approval) until spec.frontendToolResults "
+        "has its output and spec.decisions approves it; noop: a call is answered at once "
+        "with noopResponse and the client acts on it on the side.",
+    )
+    noop_response: str | None = Field(
+        default=None, max_length=4096, description="The canned answer of a noop tool."
     )
 
 
@@ -177,8 +231,55 @@ class ConversationSpec(WireModel):
     system_prompt: str | None = Field(
         default=None,
         max_length=32768,
-        description="Extra instructions appended to the built-in system prompt.",
+        description="Extra instructions appended to the built-in system prompt (read when "
+        "the first turn starts).",
     )
+    behavior_controls: dict[str, bool] | None = Field(
+        default=None,
+        max_length=64,
+        description="Prompt sections switched on (true) or off (false), by key: intro, "
+        "ask_user, todowrite_instructions, ai_safety, toolset_instructions, "
+        "permission_errors, general_instructions, style_guide, cluster_name, "
+        "system_prompt_additions, files, todowrite_reminder, time_runbooks. Only within what "
+        "the operator's ENABLED_PROMPTS allows. System sections are read when the first turn "
+        "starts, user sections at every turn.",
+    )
+    frontend_tools: list[FrontendTool] | None = Field(
+        default=None,
+        max_length=32,
+        description="Tools the client runs itself, offered to the model from the next model "
+        "call on (clients send them with every request).",
+    )
+    frontend_tool_results: dict[str, Annotated[str, StringConstraints(max_length=65536)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Outputs of paused frontend tool calls: tool call id -> output. A call "
+        "waits until it has one here and an approval in spec.decisions.",
+    )
+    response_format: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="Structured output for the turns that start from now on: an OpenAI "
+        "response_format as a JSON string, e.g. {\"type\": \"json_schema\", \"json_schema\": "
+        "{\"name\": ..., \"strict\": true, \"schema\": {...}}}; the answer is then a JSON "
+        "string that matches it.",
+    )
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=200,
+        description="Model calls per turn; the operator's default when omitted.",
+    )
+    timeout: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="How long one turn may take (e.g. 90s, 10m), waiting for approval "
+        "included; the operator's default when omitted.",
+    )
+
+    def timeout_seconds(self) -> float | None:
+        """spec.timeout in seconds, or None when unset."""
+        return parse_duration(self.timeout) if self.timeout else None
 
 
 class TurnStatus(WireModel):
@@ -195,6 +296,14 @@ class TurnStatus(WireModel):
     usage: Usage | None = Field(default=None, description="Tokens and cost of this turn.")
     message: str | None = Field(
         default=None, description="Why the turn failed, or what it is waiting for."
+    )
+    steps: int = Field(default=0, ge=0, description="Model calls made for this turn.")
+    tool_call_count: int = Field(
+        default=0, ge=0, description="Tool calls made for this turn."
+    )
+    start_time: datetime | None = Field(default=None, description="When the turn started.")
+    completion_time: datetime | None = Field(
+        default=None, description="When the turn was Answered or Failed."
     )
 
 
@@ -234,8 +343,20 @@ class ConversationStatus(WireModel):
         description="One entry per turn the operator has started on: turns[i] answers "
         "spec.turns[i].",
     )
+    asked_turns: int = Field(
+        default=0, ge=0, description="Number of turns asked (spec.turns) when status was written."
+    )
     answered_turns: int = Field(
         default=0, ge=0, description="Number of turns that have an answer."
+    )
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list,
+        description="Tool calls of the latest turn, oldest first (the transcript has every "
+        "turn's calls and their output).",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["id"],
+        },
     )
     pending_approvals: list[PendingApproval] = Field(
         default_factory=list,

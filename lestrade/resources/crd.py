@@ -114,7 +114,8 @@ CONVERSATION = CrdDefinition(
     status_model=ConversationStatus,
     columns=[
         _column("Phase", ".status.phase", "string", "State of the latest turn."),
-        _column("Turns", ".status.answeredTurns", "integer", "Turns answered so far."),
+        _column("Asked", ".status.askedTurns", "integer", "Turns asked so far."),
+        _column("Answered", ".status.answeredTurns", "integer", "Turns answered so far."),
         _column("Version", ".status.version", "integer", "Conversation version."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
         _column("Model", ".status.model", "string", "The model used.", priority=1),

@@ -20,6 +20,7 @@ from .common import (
     Condition,
     Decision,
     PendingApproval,
+    Phase,
     ToolCall,
     TranscriptRef,
     Usage,
@@ -45,13 +46,13 @@ SectionText = Annotated[str, StringConstraints(max_length=8192)]
 
 
 class InvestigationPhase(StrEnum):
-    """Where the run is."""
+    """Where the run is (the values of `Phase` an Investigation uses)."""
 
-    PENDING = "Pending"
-    RUNNING = "Running"
-    AWAITING_APPROVAL = "AwaitingApproval"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
+    PENDING = Phase.PENDING.value
+    RUNNING = Phase.RUNNING.value
+    AWAITING_APPROVAL = Phase.AWAITING_APPROVAL.value
+    SUCCEEDED = Phase.SUCCEEDED.value
+    FAILED = Phase.FAILED.value
 
 
 class InvestigationSpec(WireModel):

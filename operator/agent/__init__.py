@@ -9,7 +9,8 @@ Usable without Kopf:
     # the last event is exactly one of Answer, ApprovalNeeded, AgentError
 
 Resume after a pause or a crash with the stored transcript:
-`agent.run(stored_messages, decisions={call_id: (True, None)}, started_call_ids={...})`.
+`agent.run(stored_messages, decisions={call_id: Decision(True, digest=pending.digest)},
+started_call_ids={...})` (the digest `ApprovalNeeded` reported binds the decision to the call).
 """
 
 from lestrade.operator.agent.answer import format_answer, parse_sections, render_sections

@@ -50,6 +50,8 @@ class ModelMessage:
     tool_calls: list[dict[str, Any]]
     reasoning: str | None = None
     step: int = 0
+    latency: float = 0.0
+    """Seconds the model call took."""
     kind: Literal["model_message"] = "model_message"
 
 
@@ -61,6 +63,8 @@ class ToolStarted:
     name: str
     params: dict[str, Any]
     description: str
+    digest: str = ""
+    """`sha256:` digest of the call's name and exact arguments (see `toolcalls.call_digest`)."""
     kind: Literal["tool_started"] = "tool_started"
 
 
@@ -88,6 +92,7 @@ class ToolResult:
     truncated: bool = False
     original_tokens: int | None = None
     truncation: Truncation | None = None
+    digest: str = ""
     kind: Literal["tool_result"] = "tool_result"
 
 
@@ -127,11 +132,14 @@ class PendingApproval:
     tool_name: str
     description: str
     params: dict[str, Any]
+    digest: str = ""
+    """What a decision for this call must carry to be applied (name + exact arguments)."""
 
 
 @dataclass(frozen=True)
 class ApprovalNeeded:
-    """The run paused: these calls need a decision. Resume with `decisions` for every id."""
+    """The run paused: these calls need a decision. Resume with `decisions` for every id,
+    each carrying the call's `digest`."""
 
     pending: list[PendingApproval]
     kind: Literal["approval_needed"] = "approval_needed"

@@ -51,6 +51,18 @@ class Limits:
     keep_recent_turns: int = 2
     """Assistant turns (with their tool results) kept verbatim by compaction."""
 
+    compaction_policy: str = "summary"
+    """How to compact: `summary` (a model-written summary of older messages), `last_n` (keep
+    only the newest `compaction_keep` messages), `skip_parts` (drop the parts named in
+    `compaction_skip_kinds` from all but the newest `compaction_keep` messages) or `manual`
+    (never compact automatically) — the context-store policies."""
+
+    compaction_keep: int = 20
+    """Messages kept whole by `last_n` and `skip_parts`."""
+
+    compaction_skip_kinds: tuple[str, ...] = ()
+    """Part kinds `skip_parts` drops from older messages: tool_result, tool_call, reasoning."""
+
     repeat_limit: int = 3
     """An identical tool call (same tool, equivalent arguments) runs at most this many times."""
 

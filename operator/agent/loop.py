@@ -4,6 +4,8 @@
 for approval, or an error, yielding every step as an event (`events.py`). It holds no state
 between runs: a paused or crashed run is resumed by calling `run` again with the stored
 transcript, the user's `decisions`, and the ids of calls that had started before a crash.
+Every call gets an id unique within the run (see `toolcalls.CallIds`); a decision applies
+only to the call whose id it names and whose name and arguments match its digest.
 
 One step: (maybe compact the history) -> model call (retried on 429/5xx/timeouts, once more on
 malformed tool arguments) -> the turn's tool calls, concurrently -> loop guard. The step that
@@ -41,16 +43,25 @@ from lestrade.operator.agent.prompts import (
     user_prompt,
 )
 from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
-from lestrade.operator.agent.toolcalls import Call, calls_of, parse_arguments, unresolved_calls
+from lestrade.operator.agent.toolcalls import (
+    Call,
+    CallIds,
+    Decision,
+    calls_of,
+    parse_arguments,
+    unresolved_calls,
+    used_call_ids,
+)
 from lestrade.operator.agent.turn import StopRun, Turn
-from lestrade.operator.agent.window import Compacted, compact, latest_ask_index
+from lestrade.operator.agent.window import (
+    Compacted,
+    compact,
+    compact_without_model,
+    latest_ask_index,
+)
 from lestrade.operator.tools.base import ToolRegistry
 
 __all__ = ["Agent", "Decision"]
-
-Decision = tuple[bool, str | None]
-"""(approved, reason) for one pending tool call id."""
-
 
 class Agent:
     """Runs conversations against one model with one set of tools, prompts and limits."""
@@ -63,8 +74,12 @@ class Agent:
         limits: Limits | None = None,
         *,
         enable_tool_approval: bool = True,
+        response_format: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
+        self.response_format = dict(response_format) if response_format else None
+        """Structured output (OpenAI `response_format`) for the run's model calls (not for
+        compaction summaries)."""
         self.tools = tools
         self.prompt = prompt or PromptConfig()
         self.limits = limits or Limits()
@@ -84,27 +99,22 @@ class Agent:
     async def run(
         self,
         messages: list[dict[str, Any]],
-        decisions: Mapping[str, Decision | Mapping[str, Any]] | None = None,
+        decisions: Mapping[str, Decision | Mapping[str, Any] | tuple[Any, ...]] | None = None,
         started_call_ids: Collection[str] = frozenset(),
     ) -> AsyncIterator[AgentEvent]:
         """Drives `messages` on; ends with exactly one Answer, ApprovalNeeded or AgentError.
 
-        `decisions` maps a pending call id to `(approved, reason)` (or the spec's
-        `{"approved": ..., "reason": ...}`); `started_call_ids` are calls of the last turn
-        that had started when the previous run died: they are reported, never re-run.
+        `decisions` maps a pending call id to a `Decision` (or `(approved, reason, digest)`,
+        or `{"approved", "reason", "digest"}`), the digest being the one `ApprovalNeeded`
+        reported for that call: a decision without it, or for other arguments, is not
+        applied. Pass every decision the run ever acted upon and every call id that ever
+        started: their ids are never handed out again. `started_call_ids` of the last turn
+        are reported, never re-run.
         """
-        normalized = {k: _decision(v) for k, v in (decisions or {}).items()}
+        normalized = {str(k): Decision.of(v) for k, v in (decisions or {}).items()}
         run = _Run(self, messages, normalized, frozenset(started_call_ids))
         async for event in run.events():
             yield event
-
-
-def _decision(value: Decision | Mapping[str, Any]) -> Decision:
-    if isinstance(value, Mapping):
-        reason = value.get("reason")
-        return bool(value.get("approved")), None if reason is None else str(reason)
-    approved, reason = value
-    return bool(approved), reason
 
 
 class _Run:
@@ -124,6 +134,7 @@ class _Run:
         self.messages = list(messages)
         self.decisions = decisions
         self.started = started
+        self.call_ids = CallIds(used_call_ids(self.messages) | set(decisions) | set(started))
         self.schemas = agent.tools.schemas()
         self.truncations: list[Truncation] = []
         self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)
@@ -207,6 +218,7 @@ class _Run:
                 tool_calls=assistant.get("tool_calls", []),
                 reasoning=reply.reasoning,
                 step=self.steps,
+                latency=reply.latency,
             )
             yield self._add(assistant)
             if not calls:
@@ -253,14 +265,12 @@ class _Run:
         return []
 
     def _parsed_calls(self, reply: ModelReply) -> list[Call]:
-        """The reply's calls with parsed arguments; ids made unique within the turn (some
-        providers repeat or omit them, and results are matched to calls by id)."""
+        """The reply's calls with parsed arguments and ids unique within the run (providers
+        omit or repeat ids; results and decisions are matched to calls by id)."""
         calls: list[Call] = []
-        seen: set[str] = set()
-        for n, raw in enumerate(reply.tool_calls):
-            call_id = raw.id if raw.id and raw.id not in seen else f"{raw.id or 'call'}_{n}"
-            seen.add(call_id)
+        for raw in reply.tool_calls:
             params, error = parse_arguments(raw.arguments)
+            call_id = self.call_ids.assign(raw.id)
             calls.append(Call(call_id, raw.name, raw.arguments, params, error))
         return calls
 
@@ -269,8 +279,11 @@ class _Run:
         messages: list[dict[str, Any]] = self.messages
         for attempt in range(2):
             reply: ModelReply | None = None
+            settings = self.settings
+            if self.agent.response_format:
+                settings = {**settings, "response_format": self.agent.response_format}
             async for item in complete(
-                self.settings,
+                settings,
                 messages,
                 max_tokens=self.agent.context.max_output,
                 limits=self.limits,
@@ -283,12 +296,12 @@ class _Run:
                 else:
                     reply = item
             assert reply is not None
-            bad = [] if force else [c for c in self._parsed_calls(reply) if c.params is None]
+            bad = [] if force else _malformed(reply)
             if not bad:
                 yield reply
                 return
-            names = ", ".join(f"{c.name} ({c.id})" for c in bad)
-            error = bad[0].error or "invalid JSON"
+            names = ", ".join(label for label, _ in bad)
+            error = bad[0][1] or "invalid JSON"
             if attempt == 1:
                 raise StopRun(
                     "MalformedToolCall",
@@ -309,6 +322,18 @@ class _Run:
         if before <= threshold:
             return
         threshold_pct = round(self.limits.compaction_ratio * 100)
+        if self.limits.compaction_policy == "manual":
+            return  # the user compacts (context-store `manual`); tool outputs are still cut
+        if self.limits.compaction_policy in ("last_n", "skip_parts"):
+            compacted = compact_without_model(
+                self.messages,
+                self.limits.compaction_policy,
+                self.limits.compaction_keep,
+                self.limits.compaction_skip_kinds,
+            )
+            if compacted is not None:
+                yield self._compacted(before, compacted, "", threshold_pct, {"total_cost": 0.0})
+            return
         yield CompactionStarted(
             initial_tokens=before,
             num_messages=len(self.messages),
@@ -330,20 +355,31 @@ class _Run:
                 result = item
         if result is None:
             return  # nothing old enough to summarize; the window stays as it is
-        after = token_breakdown(result.messages, self.schemas, self.model_name)["total_tokens"]
+        cost = {"total_cost": result.reply.cost, **result.reply.usage}
+        yield self._compacted(before, result.messages, result.summary, threshold_pct, cost)
+
+    def _compacted(
+        self,
+        before: int,
+        messages: list[dict[str, Any]],
+        summary: str,
+        threshold_pct: int,
+        cost: dict[str, float],
+    ) -> Compaction:
+        """Makes `messages` the working history and reports it."""
+        after = token_breakdown(messages, self.schemas, self.model_name)["total_tokens"]
         messages_before = len(self.messages)
-        self.messages = result.messages
-        usage = result.reply.usage
-        yield Compaction(
+        self.messages = messages
+        return Compaction(
             tokens_before=before,
             tokens_after=after,
             messages_before=messages_before,
             messages_after=len(self.messages),
-            summary=result.summary,
-            max_context_size=context.window,
+            summary=summary,
+            max_context_size=self.agent.context.window,
             threshold_pct=threshold_pct,
             compression_ratio_pct=round(100 * (1 - after / before), 1) if before else 0.0,
-            compaction_cost={"total_cost": result.reply.cost, **usage},
+            compaction_cost=cost,
             messages=list(self.messages),
         )
 
@@ -369,3 +405,13 @@ class _Run:
             return Answer(text=content)
         analysis, parsed = format_answer(content, list(sections))
         return Answer(text=analysis, sections=parsed)
+
+
+def _malformed(reply: ModelReply) -> list[tuple[str, str | None]]:
+    """(`name (id)`, error) of the reply's calls whose arguments are not a JSON object."""
+    parsed = [(raw, parse_arguments(raw.arguments)) for raw in reply.tool_calls]
+    return [
+        (f"{raw.name} ({raw.id or 'no id'})", error)
+        for raw, (params, error) in parsed
+        if params is None
+    ]

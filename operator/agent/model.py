@@ -12,7 +12,7 @@ import asyncio
 import email.utils
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import litellm
@@ -41,6 +41,8 @@ class ModelReply:
     reasoning: str | None
     usage: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
+    latency: float = 0.0
+    """Seconds the answering call took (the failed tries before it not included)."""
 
 
 class ModelCallError(Exception):
@@ -131,11 +133,11 @@ def _reply(response: Any) -> ModelReply:
     message = response.choices[0].message
     calls = [
         RawToolCall(
-            id=str(c.id or f"call_{i}"),
+            id=str(c.id or ""),  # the engine gives calls without an id one of its own
             name=str(c.function.name or ""),
             arguments=c.function.arguments if c.function.arguments is not None else "",
         )
-        for i, c in enumerate(getattr(message, "tool_calls", None) or [])
+        for c in getattr(message, "tool_calls", None) or []
     ]
     usage = getattr(response, "usage", None)
     counts = {
@@ -185,10 +187,11 @@ async def complete(
             if budget <= 0:
                 raise ModelCallError("Timeout", "the run's overall timeout passed")
         clipped = budget < limits.model_timeout
+        started = loop.time()
         try:
             async with asyncio.timeout(budget):
                 response = await litellm.acompletion(**kwargs, timeout=budget)
-            reply = _reply(response)
+            reply = replace(_reply(response), latency=loop.time() - started)
         except (TimeoutError, litellm.Timeout) as exc:
             if clipped:
                 raise ModelCallError("Timeout", "the run's overall timeout passed") from exc

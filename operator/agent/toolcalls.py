@@ -3,13 +3,22 @@
 A call's arguments are kept as the exact JSON text the model sent, so a call approved after a
 pause runs with exactly the parameters the user saw. Running never raises: a timeout or an
 exception becomes an error result the model can read and react to.
+
+Approvals are bound to one call: every call gets an id unique within the run (`CallIds`: the
+provider's id when it is well-formed and was never used in the run, else a fresh random one;
+providers that omit ids, or repeat `call_0` in every turn, cannot make two calls share one), and
+a decision carries the digest of the call's name and arguments (`call_digest`) that the person
+saw; a decision whose digest does not match the call it names is not applied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import re
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +26,10 @@ from lestrade.operator.tools.base import Tool, ToolOutput
 
 __all__ = [
     "Call",
+    "CallIds",
+    "Decision",
+    "call_digest",
+    "used_call_ids",
     "parse_arguments",
     "calls_of",
     "unresolved_calls",
@@ -24,6 +37,12 @@ __all__ = [
     "describe",
     "execute",
 ]
+
+
+def call_digest(name: str, arguments: str) -> str:
+    """`sha256:<hex>` of the tool name and the exact argument text: what a decision is about."""
+    text = json.dumps([name, arguments], ensure_ascii=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,10 @@ class Call:
     """Parsed arguments; None when they were not a JSON object."""
     error: str | None = None
 
+    @property
+    def digest(self) -> str:
+        return call_digest(self.name, self.arguments)
+
     def as_message_part(self) -> dict[str, Any]:
         """The OpenAI `tool_calls` entry of the assistant message."""
         return {
@@ -42,6 +65,70 @@ class Call:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on one pending call; applies only to a call with this `digest`."""
+
+    approved: bool
+    reason: str | None = None
+    digest: str | None = None
+
+    @classmethod
+    def of(cls, value: Decision | Mapping[str, Any] | Sequence[Any]) -> Decision:
+        """From a Decision, `{"approved", "reason", "digest"}` or `(approved, reason[, digest])`."""
+        if isinstance(value, Decision):
+            return value
+        if isinstance(value, Mapping):
+            approved, reason, digest = (value.get(k) for k in ("approved", "reason", "digest"))
+        else:
+            approved, reason, digest = (*value, None, None)[:3]
+        return cls(
+            bool(approved),
+            None if reason is None else str(reason),
+            None if digest is None else str(digest),
+        )
+
+    def applies_to(self, call: Call) -> bool:
+        return self.digest is not None and self.digest == call.digest
+
+
+# Provider ids kept as they are: short and plain (they end up in status, Events and map keys;
+# OpenAI refuses ids over 40 characters, Anthropic anything but [A-Za-z0-9_-]).
+_PLAIN_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+class CallIds:
+    """Hands out tool call ids unique within a run.
+
+    `used` must hold every id the run ever used, also those compacted out of the working
+    history: the engine seeds it with the ids of the messages, of the decisions and of the
+    started calls it resumes with. A fresh id is random, so it cannot collide with an id that
+    was forgotten either; it stays stable across a resume because the assistant message that
+    carries it is stored.
+    """
+
+    def __init__(self, used: Iterable[str] = ()) -> None:
+        self.used: set[str] = set(used)
+
+    def assign(self, provider_id: str | None) -> str:
+        call_id = provider_id or ""
+        while not _PLAIN_ID.match(call_id) or call_id in self.used:
+            call_id = f"call_lc{secrets.token_hex(8)}"
+        self.used.add(call_id)
+        return call_id
+
+
+def used_call_ids(messages: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Every tool call id the messages mention (in assistant calls and in tool results)."""
+    ids: set[str] = set()
+    for message in messages:
+        for part in message.get("tool_calls") or []:
+            ids.add(str(part.get("id")))
+        if message.get("role") == "tool":
+            ids.add(str(message.get("tool_call_id")))
+    return ids
 
 
 def parse_arguments(

@@ -1,7 +1,8 @@
 """One turn: the tool calls of one assistant message, decided, run concurrently, reported.
 
 Every call is first decided: unknown tool, broken arguments, refused by the loop guard, needs
-approval, approved or denied by the user, interrupted by a crash (started before, outcome
+approval, approved or denied by the user (a decision counts only when its digest matches the
+call's name and arguments), interrupted by a crash (started before, outcome
 unknown), or run. The calls to run are announced with `ToolStarted` *before* any of them starts
 (so a consumer that persists each event before asking for the next has recorded them), then run
 together under the tool and run timeouts. Results are added to the conversation in the order the
@@ -26,15 +27,21 @@ from lestrade.operator.agent.events import (
 )
 from lestrade.operator.agent.guard import LoopGuard
 from lestrade.operator.agent.limits import Limits
-from lestrade.operator.agent.toolcalls import Call, describe, execute, tool_message
+from lestrade.operator.agent.toolcalls import Call, Decision, describe, execute, tool_message
 from lestrade.operator.agent.window import truncate_tool_output
 from lestrade.operator.tools.base import Tool, ToolOutput, ToolRegistry
 
-__all__ = ["StopRun", "Turn", "OUTCOME_UNKNOWN"]
+__all__ = ["StopRun", "Turn", "OUTCOME_UNKNOWN", "DECISION_MISMATCH"]
 
 OUTCOME_UNKNOWN = (
     "Outcome unknown: the operator restarted while this ran; it was not re-run. Check its "
     "effect before calling it again."
+)
+
+
+DECISION_MISMATCH = (
+    "Error: the decision given for this call id was made for a different call (another tool "
+    "or other arguments), so it was not applied and the call was not run."
 )
 
 
@@ -93,7 +100,7 @@ class Turn:
         self,
         call: Call,
         tool: Tool | None,
-        decisions: Mapping[str, tuple[bool, str | None]],
+        decisions: Mapping[str, Decision],
         started: Collection[str],
     ) -> _Decided | None:
         """A result decided without running, "pending", or None (run it)."""
@@ -105,15 +112,18 @@ class Turn:
         if call.params is None:
             return _Decided("error", f"Error: the arguments were not a JSON object ({call.error})")
         if call.id in decisions:
-            approved, reason = decisions[call.id]
-            if approved:
+            decision = decisions[call.id]
+            if not decision.applies_to(call):
+                return _Decided("error", DECISION_MISMATCH)
+            if decision.approved:
                 return None
-            why = f" Reason: {reason}" if reason else ""
+            why = f" Reason: {decision.reason}" if decision.reason else ""
             return _Decided("denied", f"The user denied this tool call; it was not run.{why}")
         if refusal := self.guard.refuse(call.name, call.params):
             return _Decided("error", f"Error: {refusal}")
         if self._needs_approval(tool, call.params):
-            if self.approvals:
+            # A tool the client runs (a frontend tool) always waits for the client's output.
+            if self.approvals or getattr(tool, "runs_in_client", False):
                 return _Decided("approval_required", "")
             return _Decided(
                 "error",
@@ -141,7 +151,7 @@ class Turn:
     async def run(
         self,
         calls: list[Call],
-        decisions: Mapping[str, tuple[bool, str | None]],
+        decisions: Mapping[str, Decision],
         started: Collection[str],
         add: Callable[[dict[str, Any]], MessageAdded],
     ) -> AsyncIterator[AgentEvent]:
@@ -157,7 +167,9 @@ class Turn:
                 self.guard.record_call(call.name, call.params)
                 work.append((call, tool))
         for call, tool in work:
-            yield ToolStarted(call.id, call.name, call.params or {}, describe(tool, call))
+            yield ToolStarted(
+                call.id, call.name, call.params or {}, describe(tool, call), call.digest
+            )
         ran = dict(zip((c.id for c, _ in work), await self._run_all(work), strict=True))
         for call in calls:
             tool = tools[call.id]
@@ -167,10 +179,16 @@ class Turn:
                 status, output = out.status, out.text()
             elif decided[call.id].status == "approval_required":
                 self.pending.append(
-                    PendingApproval(call.id, call.name, describe(tool, call), params)
+                    PendingApproval(call.id, call.name, describe(tool, call), params, call.digest)
                 )
                 yield ToolResult(
-                    call.id, call.name, "approval_required", "", params, describe(tool, call)
+                    call.id,
+                    call.name,
+                    "approval_required",
+                    "",
+                    params,
+                    describe(tool, call),
+                    digest=call.digest,
                 )
                 continue
             else:
@@ -189,5 +207,6 @@ class Turn:
                 truncated=cut is not None,
                 original_tokens=cut.original_token_count if cut else None,
                 truncation=cut,
+                digest=call.digest,
             )
             yield add(tool_message(call, output))

@@ -3,7 +3,7 @@
 Each built-in tool is a `FunctionTool`: a schema plus an async handler. Keeping the protocol
 glue in one place means every tool gets the same guarantees without repeating them: bad
 arguments become a readable error instead of an exception in the agent loop, output is capped
-(a model's context is finite), and everything passes through `redact` on the way out.
+(a model's context is finite), and everything passes through `redact` (in a worker thread) on the way out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lestrade.operator.tools.base import ToolOutput
-from lestrade.operator.tools.redact import redact
+from lestrade.operator.tools.redact import redact_async
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
@@ -148,12 +148,13 @@ class FunctionTool:
         except ToolInputError as exc:
             return ToolOutput(status="error", error=str(exc))
         except Exception as exc:  # noqa: BLE001 — the model should see the failure, not the loop crash
-            return ToolOutput(status="error", error=redact(f"{type(exc).__name__}: {exc}"))
+            return ToolOutput(status="error", error=await redact_async(f"{type(exc).__name__}: {exc}"))
         if isinstance(result, str):
             result = ToolOutput(status="success" if result.strip() else "no_data", data=result)
         return ToolOutput(
             status=result.status,
             # Redact before capping: a cut could separate a private key from its BEGIN line.
-            data=cap_text(redact(result.data), self.max_chars, keep=self.keep),
-            error=redact(result.error) if result.error else None,
+            # Off the event loop: a large output must not stall the other runs.
+            data=cap_text(await redact_async(result.data), self.max_chars, keep=self.keep),
+            error=await redact_async(result.error) if result.error else None,
         )

@@ -8,17 +8,31 @@ logs. Every tool's output passes through `redact`, so a leak needs two bugs, not
 The rules favour masking too much over too little, but keep what helps troubleshooting: the
 key name stays visible (`DB_PASSWORD=[REDACTED]`), and so do references such as `secretName`
 or `<set to the key 'password' in secret 'db'>`, which are not values.
+
+Linear time, because a log line is attacker-controlled and redaction must not stall a run:
+- a rule that begins with a repeated character class only starts where such a run starts (a
+  look-behind), so a run is scanned once per rule, not once per position;
+- a rule that scans far (to the end of a value, a line or a block) always succeeds once it has
+  started, and the scan continues after what it consumed;
+- key names and other parts that can fail are bounded in length.
+`bench/redact_bench.py` holds adversarial inputs for each rule. Input past `MAX_REDACT_CHARS`
+is cut before redaction, so one call is bounded; `redact_async` runs it off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import re
 from typing import Any
 
-__all__ = ["REDACTED", "redact", "is_sensitive_key", "redact_object"]
+from lestrade.operator.tools.redact_tokens import TOKEN_PATTERNS
+
+__all__ = ["REDACTED", "MAX_REDACT_CHARS", "redact", "redact_async", "is_sensitive_key", "redact_object"]
 
 REDACTED = "[REDACTED]"
+MAX_REDACT_CHARS = 2_000_000
 
 # Words that make a key name sensitive, matched against the key split into words
 # (snake_case, kebab-case, dotted and camelCase all split).
@@ -26,12 +40,17 @@ _SENSITIVE_WORDS = frozenset(
     {
         "password", "passwd", "passphrase", "pwd", "pass", "secret", "secrets", "token", "tokens",
         "apikey", "credential", "credentials", "auth", "authorization", "cookie", "privatekey",
-        "accesskey", "secretkey", "signature", "sas", "dsn",
+        "accesskey", "secretkey", "signature", "sas", "dsn", "requirepass", "masterauth", "htpasswd",
+        "dockerconfigjson", "dockercfg",
     }
 )
+# Run-together names (`PGPASSWORD`, `MYSQLPWD`, `GHTOKEN`): a single word that ends in one of these.
+_SENSITIVE_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey",
+                      "secretkey", "accesskey", "credentials")
 _SENSITIVE_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
                               ("client", "secret"), ("session", "key"), ("encryption", "key"),
-                              ("signing", "key"), ("master", "key"), ("account", "key")})
+                              ("signing", "key"), ("master", "key"), ("account", "key"), ("tls", "key"),
+                              ("ssh", "key"), ("auth", "key"), ("license", "key")})
 # A sensitive word followed by one of these names a reference or a setting, not a value
 # (`secretName`, `tokenFile`, `passwordSecretRef`, `tokenExpirationSeconds`).
 _REFERENCE_SUFFIXES = frozenset(
@@ -43,20 +62,26 @@ _REFERENCE_SUFFIXES = frozenset(
     }
 )
 _SAFE_VALUES = frozenset(
-    {"true", "false", "null", "none", "nil", "yes", "no", "", "[redacted]", "<none>", "<unset>", "<nil>", "<set"}
+    {"true", "false", "null", "none", "nil", "yes", "no", "", "[redacted]", "<none>", "<unset>", "<nil>", "<set",
+     "|", ">", "|-", ">-", "{}", "[]"}
 )
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+def _word_is_sensitive(word: str) -> bool:
+    return word in _SENSITIVE_WORDS or (len(word) > 6 and word.endswith(_SENSITIVE_ENDINGS))
+
+
+@functools.lru_cache(maxsize=4096)
 def is_sensitive_key(key: str) -> bool:
-    """True when `key` names a credential value (DB_PASSWORD, apiKey, --client-secret)."""
-    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
+    """True when `key` names a credential value (DB_PASSWORD, apiKey, --client-secret, PGPASSWORD)."""
+    words = [w.lower() for w in _WORD_SPLIT.split(key[:200]) if w]
     if not words:
         return False
     sensitive_at = -1
     for i, word in enumerate(words):
-        if word in _SENSITIVE_WORDS:
+        if _word_is_sensitive(word):
             sensitive_at = i
         if i and (words[i - 1], word) in _SENSITIVE_PAIRS:
             sensitive_at = i
@@ -67,60 +92,111 @@ def is_sensitive_key(key: str) -> bool:
     return not any(w in _REFERENCE_SUFFIXES for w in tail)
 
 
+_SIZE_PLACEHOLDER = re.compile(r"<\d+ bytes, value hidden>")  # what k8s_sanitize puts in place of Secret data
+
+
 def _safe_value(value: str) -> bool:
     v = value.strip().strip("\"'").lower()
-    return v in _SAFE_VALUES or v.startswith("<set to ") or v.startswith("[redacted")
+    return (v in _SAFE_VALUES or v.startswith("<set to ") or v.startswith("[redacted")
+            or _SIZE_PLACEHOLDER.fullmatch(v) is not None)
 
 
-# --- text rules -----------------------------------------------------------------------------
+# --- blocks and tokens ----------------------------------------------------------------------
 
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END \1-----|\Z)", re.DOTALL
+# PEM private keys and PGP private keys / messages, raw or inside a JSON string (`\n` escapes):
+# the body runs to the END line, to the closing quote of the string, or to the end of the text.
+_KEY_BLOCK = re.compile(
+    r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?|PGP MESSAGE)-----"
+    r"[^\"]*?(?:-----END (?P=label)-----|(?=\\?\")|\Z)"
 )
-# Escaped form, as private keys appear inside JSON strings.
-_PRIVATE_KEY_ESCAPED = re.compile(
-    r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----(?:\\n|[^\"])*?(?:-----END \1-----|(?=\"))"
-)
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
-_BEARER = re.compile(r"\b([Bb]earer)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:[^\n]*(?:\n[^\n]*){0,40}?\nPrivate-MAC:[^\n]*")
+_BEARER = re.compile(r"(?<![A-Za-z0-9_-])([Bb]earer)([ \t]+)([A-Za-z0-9._~+/=-]{8,})")
 # Basic credentials are base64 and nearly always carry a digit or padding; plain words
 # ("Basic authentication") do not.
 _BASIC = re.compile(
-    r"\b(Basic)(\s+)(?=[A-Za-z0-9+/]*(?:[0-9+/=]|[a-z][A-Z]|[A-Z][A-Z]))([A-Za-z0-9+/]{8,}={0,2})"
+    r"(?<![A-Za-z0-9_-])(Basic)([ \t]+)(?=[A-Za-z0-9+/]{0,200}(?:[0-9+/=]|[a-z][A-Z]|[A-Z][A-Z]))([A-Za-z0-9+/]{8,}={0,2})"
 )
-_AUTH_HEADER = re.compile(r"\b((?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?)([^\s\"'][^\n\r\"']*)", re.IGNORECASE)
-_URL_USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s:/@\"']+):([^\s@/\"']+)@")
-_KNOWN_TOKENS = re.compile(
-    r"\b(?:"
-    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}"  # AWS access key ids
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
-    r"|github_pat_[A-Za-z0-9_]{30,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"  # OpenAI / Anthropic style keys
-    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
-    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
-    r")"
+_AUTH_HEADER = re.compile(
+    r"(?<![A-Za-z0-9_-])(?=[AaPp])((?:Proxy-)?Authorization[\"']?[ \t]*[:=][ \t]*[\"']?)([^\s\"'][^\n\r\"']*)", re.IGNORECASE
 )
+# scheme://user:password@host, also with an empty user (redis://:pw@host). The password runs to
+# the last `@` before the next `/` or blank, as unescaped `@` do occur in passwords.
+_URL_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^\s:/@\"']{0,256}):([^\s/\"']+)@"
+)
+_CLI_PASSWORD = re.compile(
+    r"(?<!\S)(?P<head>(?:(?:mysql|mysqldump|mysqladmin|mariadb|sshpass)(?:[ \t]+\S{1,256}){0,12}?[ \t]+-p"
+    r"|redis-cli(?:[ \t]+\S{1,256}){0,12}?[ \t]+-a[ \t]*"
+    r"|curl(?:[ \t]+\S{1,256}){0,12}?[ \t]+(?:-u|--user)[ \t]*[\"']?[^\s:\"']{1,256}:))(?P<val>[^\s-]\S*)"
+)
+_DOCKERFILE_ENV = re.compile(r"(?m)^(?P<head>[ \t]*ENV[ \t]+(?P<key>[A-Za-z_][A-Za-z0-9_]{0,127})[ \t]+)(?P<val>[^\n]+)")
+_NETRC = re.compile(
+    r"(?<!\S)(?P<head>(?:login|machine|account)[ \t]+\S{1,256}[ \t]+(?:password|passwd)[ \t]+)(?P<val>\S+)"
+    r"|(?m:^(?P<head2>[ \t]*(?:password|passwd)[ \t]+)(?P<val2>\S+)[ \t]*$)"
+)
+
+
+def _mask_tokens(text: str) -> str:
+    for pattern, group in TOKEN_PATTERNS:
+        if group:
+            text = pattern.sub(lambda m: m.group(0)[: m.start(1) - m.start()] + REDACTED + m.group(0)[m.end(1) - m.start():], text)
+        else:
+            text = pattern.sub(REDACTED, text)
+    return text
+
+
+def _mask_cli_and_netrc(text: str) -> str:
+    text = _CLI_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
+    text = _DOCKERFILE_ENV.sub(lambda m: m.group("head") + REDACTED if is_sensitive_key(m.group("key")) else m.group(0), text)
+    return _NETRC.sub(lambda m: (m.group("head") or m.group("head2")) + REDACTED, text)
+
+
+# --- key/value shapes -----------------------------------------------------------------------
+
+# A cheap look-ahead: only names holding one of these fragments can be sensitive, so the
+# Python-level check runs for candidates only (a line of `a=a=a=...` stays fast).
+_CANDIDATE = r"(?=[A-Za-z0-9_.\-]{0,127}?(?i:pass|pwd|secret|token|key|auth|cred|cookie|sig|sas|dsn|dockercfg|dockerconfig))"
+
 # key<sep>value where the key is a credential name. The key may be quoted (JSON), a flag
 # (--password=x), an env var (DB_PASSWORD=x, DB_PASSWORD: x) or a YAML/URL-query key. Only the
 # key and separator are matched here; the value is read separately so a non-sensitive key never
 # swallows a sensitive pair that follows it (`args: --password=x`).
 _KEY_SEP = re.compile(
-    r"""(?P<kq>\\?["']?)(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P=kq)(?P<sep>[ \t]*[=:][ \t]*)"""
+    r"""(?<![A-Za-z0-9_.\-])(?P<kq>\\?["']?)(?=-{0,2}[A-Za-z_])""" + _CANDIDATE + r"""(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,127})(?P=kq)"""
+    r"""(?P<sep>[ \t]{0,32}(?::=|=>|[=:])[ \t]*)"""
 )
-_VALUE = re.compile(r"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<val>[^\s,;&"'}\]\\]+)""")
-# A flag followed by its value as the next argument: --password hunter2
-_FLAG_SPACE = re.compile(r"(?P<key>--[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ \t]+)(?P<val>[^\s-][^\s]*)")
-# Env list entries in YAML (`- name: X` then `value: y`) and JSON form.
-_YAML_ENV = re.compile(
-    r"(?P<head>name:[ \t]*[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*\n[ \t]*(?:-[ \t]+)?value:[ \t]*)(?P<val>[^\n]+)"
+_VALUE = re.compile(
+    r"""(?P<eq>\\")(?P<eval>(?:[^"\\\n]|\\(?!")[^\n])*+)(?:\\")?"""  # \"...\" inside a JSON string
+    r"""|(?P<dq>")(?P<dval>(?:[^"\\\n]|\\.)*+)"?"""
+    r"""|(?P<sq>')(?P<sval>[^'\n]*+)'?"""
+    r"""|(?P<val>[^\s,;&"'}\]\\{\[][^\s,;&"'}\]\\]*+)"""  # `{`/`[` open a structure, not a value
 )
-_JSON_ENV = re.compile(
-    r"(?P<head>\"name\"\s*:\s*\"(?P<key>[^\"]+)\"\s*,\s*\"value\"\s*:\s*)\"(?P<val>(?:[^\"\\]|\\.)*)\""
-)
-# Secret manifests serialised into JSON (last-applied-configuration): mask every data value.
-_SECRET_JSON_DATA = re.compile(r"(\\?\"(?:data|stringData)\\?\"\s*:\s*\{)([^{}]*)(\})")
-_JSON_PAIR_VALUE = re.compile(r"(\\?\"[^\"\\]*\\?\"\s*:\s*)(\\?\")(?:[^\"\\]|\\[^\"])*(\\?\")")
+_BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]{0,3}[ \t]*(?:#[^\n]*)?(?=\n|\Z)")
+_INDENT = re.compile(r"[ \t]*")
+
+
+def _line_indent(text: str, pos: int) -> int | None:
+    """Indentation of the line holding `pos` (None when the line start is far away)."""
+    start = text.rfind("\n", max(0, pos - 512), pos) + 1
+    if start == 0 and pos > 512:
+        return None
+    return _INDENT.match(text, start).end() - start
+
+
+def _yaml_block_end(text: str, value_end: int, key_pos: int) -> int | None:
+    """End of a YAML block scalar (`key: |` + more-indented lines), or None."""
+    indent = _line_indent(text, key_pos)
+    if indent is None:
+        return None
+    pos = value_end
+    while pos < len(text) and text[pos] == "\n":
+        nl = text.find("\n", pos + 1)
+        line_end = len(text) if nl < 0 else nl
+        line = text[pos + 1 : line_end]
+        if line.strip() and _INDENT.match(line).end() <= indent:
+            break
+        pos = line_end
+    return pos
 
 
 def _mask_key_values(text: str) -> str:
@@ -131,40 +207,104 @@ def _mask_key_values(text: str) -> str:
         if m is None:
             out.append(text[pos:])
             return "".join(out)
-        value = _VALUE.match(text, m.end())
-        if value is None or not is_sensitive_key(m.group("key").lstrip("-")):
+        if not is_sensitive_key(m.group("key").lstrip("-")):
             out.append(text[pos : m.end()])
             pos = m.end()
             continue
-        raw = value.group("qval") if value.group("vq") is not None else value.group("val")
+        value = _VALUE.match(text, m.end())
+        if value is None:
+            out.append(text[pos : m.end()])
+            pos = m.end()
+            continue
+        raw = value.group(value.lastindex or 0)
+        quote = value.group("eq") or value.group("dq") or value.group("sq") or ""
+        head = text[pos : m.end()]
+        if value.group("val") is not None and _BLOCK_INDICATOR.match(text, m.end()):
+            end = _yaml_block_end(text, _BLOCK_INDICATOR.match(text, m.end()).end(), m.start())
+            if end is not None:
+                out.append(f"{head}{value.group('val')} {REDACTED}")
+                pos = end
+                continue
         unquoted_size = value.group("val") is not None and text.startswith(" bytes", value.end())
         if _safe_value(raw or "") or unquoted_size:  # `password:  7 bytes` is kubectl describe's size
             out.append(text[pos : value.end()])
-        elif value.group("vq") is not None:
-            q = value.group("vq")
-            out.append(f"{text[pos : m.end()]}{q}{REDACTED}{q}")
+        elif quote:
+            out.append(f"{head}{quote}{REDACTED}{quote}")
         else:
-            out.append(f"{text[pos : m.end()]}{REDACTED}")
+            out.append(f"{head}{REDACTED}")
         pos = value.end()
 
 
-def _mask_flag_space(m: re.Match[str]) -> str:
+# A flag followed by its value as the next argument: `--password hunter2`, and the same as list
+# items (`- --password` / `- hunter2` in YAML, `"--password", "hunter2"` in JSON, one per line
+# in `kubectl describe`).
+_FLAG_NEXT = re.compile(
+    r"""(?<![A-Za-z0-9_\-])(?P<key>--?""" + _CANDIDATE + r"""[A-Za-z][A-Za-z0-9_\-]{0,63})"""
+    r"""(?P<sep>["']?(?:[ \t]*,[ \t]*\n?[ \t]*|[ \t]*\n[ \t]*(?:-[ \t]+)?|[ \t]+)["']?)"""
+    r"""(?P<val>[^\s"',\]\-][^\s"',\]]*)"""
+)
+
+
+def _mask_flag_next(m: re.Match[str]) -> str:
     if not is_sensitive_key(m.group("key").lstrip("-")) or _safe_value(m.group("val")):
         return m.group(0)
     return f"{m.group('key')}{m.group('sep')}{REDACTED}"
 
 
-def _mask_env_entry(m: re.Match[str]) -> str:
+# Env list entries in YAML (`- name: X` then `value: y`) and JSON forms, and name/value pairs
+# as XML attributes (`<add key="DbPassword" value="x"/>`).
+_YAML_ENV = re.compile(
+    r"(?<![A-Za-z0-9_-])(?P<head>name:[ \t]{0,8}[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,127})[\"']?[ \t]*\n"
+    r"[ \t]*(?:-[ \t]+)?value:[ \t]*)(?P<val>[^\n]+)"
+)
+_JSON_ENV = re.compile(
+    r"(?P<head>\"name\"[ \t]*:[ \t]*\"(?P<key>[^\"\n]{1,128})\"[ \t]*,[ \t\n]*\"value\"[ \t]*:[ \t]*)\"(?P<val>(?:[^\"\\\n]|\\.)*+)\""
+)
+_JSON_ENV_REVERSED = re.compile(
+    r"(?P<head>\"value\"[ \t]*:[ \t]*)\"(?P<val>(?:[^\"\\\n]|\\.)*+)\"(?P<tail>[ \t]*,[ \t\n]*\"name\"[ \t]*:[ \t]*\"(?P<key>[^\"\n]{1,128})\")"
+)
+_XML_ATTR_PAIR = re.compile(
+    r"(?P<head>(?:key|name)[ \t]*=[ \t]*(?P<q>[\"'])(?P<key>[^\"'\n]{1,128})(?P=q)[ \t]+value[ \t]*=[ \t]*(?P<q2>[\"']))"
+    r"(?P<val>[^\"'\n]*+)(?P=q2)"
+)
+_XML_ELEMENT = re.compile(
+    r"<(?P<tag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})(?P<attrs>[^<>]{0,512})>(?P<val>[^<]{1,65536})</(?P=tag)>"
+)
+
+
+def _mask_named_value(m: re.Match[str]) -> str:
     if not is_sensitive_key(m.group("key")) or _safe_value(m.group("val")):
         return m.group(0)
-    if m.re is _JSON_ENV:
-        return f'{m.group("head")}"{REDACTED}"'
-    return f"{m.group('head')}{REDACTED}"
+    if m.re is _YAML_ENV:
+        return f"{m.group('head')}{REDACTED}"
+    if m.re is _JSON_ENV_REVERSED:
+        return f'{m.group("head")}"{REDACTED}"{m.group("tail")}'
+    if m.re is _XML_ATTR_PAIR:
+        return f"{m.group('head')}{REDACTED}{m.group('q2')}"
+    return f'{m.group("head")}"{REDACTED}"'
+
+
+def _mask_xml_element(m: re.Match[str]) -> str:
+    tag = m.group("tag").rsplit(":", 1)[-1]
+    if not is_sensitive_key(tag) or _safe_value(m.group("val")):
+        return m.group(0)
+    return f"<{m.group('tag')}{m.group('attrs')}>{REDACTED}</{m.group('tag')}>"
+
+
+# --- serialised Secrets -----------------------------------------------------------------------
+
+# Secret manifests serialised into JSON (last-applied-configuration): mask every data value.
+_SECRET_KIND_JSON = re.compile(r"\\?\"kind\\?\"[ \t]*:[ \t]*\\?\"Secret\\?\"")
+_SECRET_JSON_DATA = re.compile(r"(\\?\"(?:data|stringData)\\?\"[ \t\n]*:[ \t\n]*\{)([^{}]*)(\})")
+_JSON_PAIR_VALUE = re.compile(r"(\\?\"[^\"\\\n]{0,256}\\?\"[ \t\n]*:[ \t\n]*)(\\?\")(?:[^\"\\]|\\[^\"])*+(\\?\")")
+# ...and as YAML (a manifest in a ConfigMap, a log, a `cat`ed file).
+_SECRET_KIND_YAML = re.compile(r"(?m)^[ \t-]*kind:[ \t]*[\"']?Secret[\"']?[ \t]*$")
+_YAML_DATA_KEY = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*(?P<flow>\{[^\n]*)?$")
+_YAML_ENTRY = re.compile(r"(?P<head>[ \t]*[^\s:#][^:\n]{0,255}:[ \t]*)(?P<val>[^\n]*)")
 
 
 def _mask_secret_json(text: str) -> str:
-    """Inside a serialised Secret, replace every data/stringData value."""
-    if not re.search(r"\\?\"kind\\?\"\s*:\s*\\?\"Secret\\?\"", text):
+    if not _SECRET_KIND_JSON.search(text):
         return text
 
     def data_block(m: re.Match[str]) -> str:
@@ -174,24 +314,73 @@ def _mask_secret_json(text: str) -> str:
     return _SECRET_JSON_DATA.sub(data_block, text)
 
 
-def redact(text: str) -> str:
-    """Return `text` with credential-looking values replaced by [REDACTED]."""
+def _mask_secret_yaml(text: str) -> str:
+    """In text that holds a `kind: Secret` YAML document, mask the values under data/stringData."""
+    if not _SECRET_KIND_YAML.search(text):
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in _YAML_DATA_KEY.finditer(text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos : m.end()] if not m.group("flow") else text[pos : m.start("flow")] + "{" + REDACTED + "}")
+        pos = m.end()
+        indent = len(m.group("indent"))
+        while pos < len(text) and text[pos] == "\n":
+            nl = text.find("\n", pos + 1)
+            end = len(text) if nl < 0 else nl
+            line = text[pos + 1 : end]
+            if line.strip() and _INDENT.match(line).end() <= indent:
+                break
+            entry = _YAML_ENTRY.fullmatch(line)
+            value = entry.group("val").strip() if entry else ""
+            if entry and value and not value.startswith(("|", ">")) and not _safe_value(value):
+                out.append("\n" + entry.group("head") + REDACTED)
+            elif entry or not line.strip():
+                out.append("\n" + line)
+            else:
+                out.append("\n" + _INDENT.match(line).group() + REDACTED)  # a block scalar's content
+            pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def redact(text: str, limit: int = MAX_REDACT_CHARS) -> str:
+    """Return `text` with credential-looking values replaced by [REDACTED] (bounded, linear).
+
+    Text past `limit` characters is dropped, never passed on unredacted.
+    """
     if not text:
         return text
-    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{REDACTED}-----END {m.group(1)}-----", text)
-    text = _PRIVATE_KEY_ESCAPED.sub(lambda m: f"-----BEGIN {m.group(1)}-----{REDACTED}-----END {m.group(1)}-----", text)
+    if len(text) > limit:
+        dropped = len(text) - limit
+        text = text[:limit] + f"\n[... {dropped} characters dropped before redaction]"
+    text = _KEY_BLOCK.sub(lambda m: f"-----BEGIN {m.group('label')}-----{REDACTED}-----END {m.group('label')}-----", text)
+    text = _PUTTY_KEY.sub(REDACTED, text)
     text = _mask_secret_json(text)
-    text = _JWT.sub(REDACTED, text)
-    text = _KNOWN_TOKENS.sub(REDACTED, text)
+    text = _mask_secret_yaml(text)
+    text = _mask_tokens(text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BASIC.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(0) if _safe_value(m.group(2)) else f"{m.group(1)}{REDACTED}", text)
-    text = _YAML_ENV.sub(_mask_env_entry, text)
-    text = _JSON_ENV.sub(_mask_env_entry, text)
+    text = _mask_cli_and_netrc(text)
+    for pattern in (_YAML_ENV, _JSON_ENV, _JSON_ENV_REVERSED, _XML_ATTR_PAIR):
+        text = pattern.sub(_mask_named_value, text)
+    text = _XML_ELEMENT.sub(_mask_xml_element, text)
     text = _mask_key_values(text)
-    text = _FLAG_SPACE.sub(_mask_flag_space, text)
+    text = _FLAG_NEXT.sub(_mask_flag_next, text)
     return text
+
+
+async def redact_async(text: str, limit: int = MAX_REDACT_CHARS) -> str:
+    """`redact` in a worker thread, so a large output never blocks the event loop."""
+    if len(text) < 4096:
+        return redact(text, limit)  # cheaper than a thread hop
+    return await asyncio.to_thread(redact, text, limit)
 
 
 def redact_object(obj: Any) -> Any:

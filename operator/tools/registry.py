@@ -3,6 +3,10 @@
 Build one registry per run: the TodoWrite plan lives in it. Read-only Kubernetes, bash,
 runbooks and TodoWrite are on by default; Prometheus needs a URL; write tools need an explicit
 opt-in and even then every call waits for approval.
+
+Identities: `api_client` and `kubeconfig` are the tools' read-only identity (the Kubernetes and
+runbook tools use the client, bash's kubectl the kubeconfig); only the write tools, which never
+run without a person's approval, use `write_api_client`.
 """
 
 from __future__ import annotations
@@ -26,22 +30,28 @@ __all__ = ["default_registry"]
 def default_registry(
     api_client: ApiClient,
     *,
+    write_api_client: ApiClient | None = None,
+    kubeconfig: str | Path | None = None,
+    tool_workdir: str | None = None,
     prometheus_url: str | None = None,
     runbook_dirs: list[str | Path] | None = None,
+    runbook_namespaces: list[str] | None = None,
     enable_write_tools: bool = False,
     enable_bash: bool = True,
     bash_env: Mapping[str, str] | None = None,
 ) -> ToolRegistry:
-    """All built-in toolsets for one run. `bash_env` adds variables (e.g. KUBECONFIG) to bash's minimal env."""
+    """All built-in toolsets for one run. `bash_env` adds variables to bash's minimal env;
+    `runbook_namespaces` are the only namespaces whose labelled ConfigMaps are runbooks;
+    `tool_workdir` is the private folder bash's children work (and may write) in."""
     toolsets = [
         kubernetes_toolset(api_client),
-        runbooks_toolset(runbook_dirs, api_client=api_client),
+        runbooks_toolset(runbook_dirs, api_client=api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
     ]
     if prometheus_url:
         toolsets.append(prometheus_toolset(prometheus_url))
-    bash = bash_toolset(env=bash_env)
+    bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir)
     bash.enabled = enable_bash
     toolsets.append(bash)
-    toolsets.append(write_toolset(api_client, enabled=enable_write_tools))
+    toolsets.append(write_toolset(write_api_client or api_client, enabled=enable_write_tools))
     return ToolRegistry(toolsets=toolsets)

@@ -5,6 +5,11 @@ the built-in runbooks shipped in `lestrade.operator.tools.builtin_runbooks`, and
 `lestrade.dev/runbook=true` (each data key is a runbook; `.md` is dropped from the name), so a
 team can add runbooks with `kubectl apply` and no restart.
 
+ConfigMap runbooks are read only from the namespaces the operator is configured with (its own
+namespace by default, `LESTRADE_RUNBOOK_NAMESPACES` / the chart's `tools.runbookNamespaces`),
+never cluster-wide: a runbook is an instruction the model follows, and any tenant who can create
+a ConfigMap in their own namespace must not be able to write one.
+
 One tool, `fetch_runbook`: with a name it returns the runbook; without one it lists them all.
 File runbooks are also listed in the toolset instructions, so the model knows they exist
 before it calls anything.
@@ -72,22 +77,30 @@ def builtin_runbooks() -> list[Runbook]:
             for f in sorted(files.iterdir(), key=lambda f: f.name) if f.name.endswith(".md")]
 
 
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
 class _Catalog:
-    def __init__(self, files: list[Runbook], api: KubeApi | None) -> None:
+    def __init__(self, files: list[Runbook], api: KubeApi | None, namespaces: list[str]) -> None:
         self.files: dict[str, Runbook] = {}
         for runbook in files:
             self.files.setdefault(runbook.name, runbook)  # earlier sources win
         self.api = api
+        self.namespaces = namespaces
 
     async def from_configmaps(self) -> list[Runbook]:
         if self.api is None:
             return []
-        try:
-            data = await self.api.get_json("/api/v1/configmaps", {"labelSelector": f"{RUNBOOK_LABEL}=true"})
-        except KubeError:
-            return []  # no permission to list ConfigMaps cluster-wide: file runbooks still work
+        items: list[dict[str, Any]] = []
+        for namespace in self.namespaces:
+            try:
+                data = await self.api.get_json(f"/api/v1/namespaces/{namespace}/configmaps",
+                                               {"labelSelector": f"{RUNBOOK_LABEL}=true"})
+            except KubeError:
+                continue  # no permission there: the other sources still work
+            items += data.get("items") or []
         out = []
-        items: list[dict[str, Any]] = sorted(data.get("items") or [], key=lambda i: (i["metadata"].get("namespace", ""), i["metadata"]["name"]))
+        items.sort(key=lambda i: (i["metadata"].get("namespace", ""), i["metadata"]["name"]))
         for item in items:
             meta = item["metadata"]
             for key, text in sorted((item.get("data") or {}).items()):
@@ -117,19 +130,26 @@ class _Catalog:
 
 
 def runbooks_toolset(runbook_dirs: list[str | Path] | None = None, *, api_client: ApiClient | None = None,
-                     include_builtin: bool = True) -> Toolset:
-    """`fetch_runbook` over `runbook_dirs`, the built-in runbooks and labelled ConfigMaps."""
+                     configmap_namespaces: list[str] | None = None, include_builtin: bool = True) -> Toolset:
+    """`fetch_runbook` over `runbook_dirs`, the built-in runbooks and labelled ConfigMaps in
+    `configmap_namespaces` (none given: no ConfigMap runbooks)."""
+    namespaces = list(dict.fromkeys(configmap_namespaces or []))
+    bad = [n for n in namespaces if not _NAMESPACE.match(n)]
+    if bad:
+        raise ValueError(f"not a namespace name: {bad[0]!r}")
+    if api_client is None:
+        namespaces = []
     files: list[Runbook] = []
     for folder in runbook_dirs or []:
         files += load_runbook_dir(folder)
     if include_builtin:
         files += builtin_runbooks()
-    catalog = _Catalog(files, KubeApi(api_client) if api_client is not None else None)
+    catalog = _Catalog(files, KubeApi(api_client) if namespaces and api_client is not None else None, namespaces)
     listing = "\n".join(f"- {r.name}: {r.title}" for r in catalog.files.values())
     instructions = (
         "Runbooks are step-by-step guides; when one matches the problem, fetch_runbook it first and follow it."
         + (f" Available:\n{listing}" if listing else "")
-        + ("\nMore may live in ConfigMaps: call fetch_runbook without a name to list all." if api_client else "")
+        + ("\nMore may live in ConfigMaps: call fetch_runbook without a name to list all." if namespaces else "")
     )
     tool = FunctionTool(
         "fetch_runbook", "Fetch a troubleshooting runbook by name; omit name to list runbooks.",

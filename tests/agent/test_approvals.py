@@ -60,7 +60,8 @@ async def test_a_call_needing_approval_pauses_after_the_safe_calls_ran(harness) 
 async def test_approving_runs_the_stored_call_exactly(harness) -> None:
     safe, danger = _tools()
     agent, events, messages = await _pause(harness, safe, danger)
-    call_id = final(events).pending[0].tool_call_id
+    (pending,) = final(events).pending
+    call_id = pending.tool_call_id
     # The script would now ask differently; the stored call must run, not a new one.
     harness.scenario(
         steps=[
@@ -68,7 +69,9 @@ async def test_approving_runs_the_stored_call_exactly(harness) -> None:
             {"content": "result: {{ tool_output('delete') }}"},
         ]
     )
-    resumed = await collect(agent.run(messages, decisions={call_id: (True, None)}))
+    resumed = await collect(
+        agent.run(messages, decisions={call_id: (True, None, pending.digest)})
+    )
     assert final(resumed).text == "result: deleted pod/web-1"
     assert danger.calls == [{"x": "pod/web-1"}]
     assert [e.call_id for e in of_kind(resumed, "tool_started")] == [call_id]
@@ -85,12 +88,9 @@ async def test_approving_runs_the_stored_call_exactly(harness) -> None:
 async def test_denying_tells_the_model_why(harness) -> None:
     safe, danger = _tools()
     agent, events, messages = await _pause(harness, safe, danger)
-    call_id = final(events).pending[0].tool_call_id
-    resumed = await collect(
-        agent.run(
-            messages, decisions={call_id: {"approved": False, "reason": "production, not now"}}
-        )
-    )
+    (pending,) = final(events).pending
+    decision = {"approved": False, "reason": "production, not now", "digest": pending.digest}
+    resumed = await collect(agent.run(messages, decisions={pending.tool_call_id: decision}))
     (result,) = of_kind(resumed, "tool_result")
     assert result.status == "denied"
     assert "production, not now" in result.output

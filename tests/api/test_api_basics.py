@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import threading
+import functools
 from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
+import aiohttp
 import httpx
 import pytest
-import uvicorn
 from kubernetes import client as k8s
 
+from apikit import serve
 from lestrade.api.app import create_app
-from lestrade.localcluster.cluster import free_port
+from lestrade.kube import Kube
 from lestrade.localcluster.processes import wait_until
 from lestrade.resources import GROUP, VERSION
-
-
-@contextmanager
-def serve(app) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until("uvicorn started", lambda: server.started, 30)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def _ready(base: str) -> bool:
@@ -49,11 +36,11 @@ def test_readyz_reports_missing_crds(cluster) -> None:
         app = create_app(api)
         from lestrade.api.watch import SharedWatch
 
-        app.state.watches["investigations"] = SharedWatch(api, GROUP, VERSION, "nosuchthings")
+        app.state.watches["investigations"] = SharedWatch(app.state.kube, "nosuchthings")
         with serve(app) as base:
             def reported() -> bool:
                 body = httpx.get(f"{base}/readyz").json()
-                return "NotFound" in body.get("waiting", {}).get("investigations", "") or "Not Found" in str(body)
+                return body.get("waiting", {}).get("investigations") == "ApiException: Not Found"
 
             wait_until("readyz to report the missing resource", reported, 30)
             assert httpx.get(f"{base}/readyz").status_code == 503
@@ -62,14 +49,22 @@ def test_readyz_reports_missing_crds(cluster) -> None:
 async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, namespace) -> None:
     from lestrade.api.watch import SharedWatch
 
+    watches_opened: list[str] = []
+
+    async def on_request_start(session: Any, context: Any, params: Any) -> None:
+        if params.url.query.get("watch") == "true":
+            watches_opened.append(str(params.url))
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(on_request_start)
     with cluster.api_client() as api:
-        watch = SharedWatch(api, GROUP, VERSION, "investigations")
+        kube = Kube(api, session_factory=functools.partial(aiohttp.ClientSession, trace_configs=[trace]))
+        watch = SharedWatch(kube, "investigations")
         watch.start()
         try:
             await asyncio.wait_for(watch.synced.wait(), 30)
-            threads_before = threading.active_count()
+            await wait_for_watch(watches_opened)
             async with watch.subscribe() as q1, watch.subscribe() as q2, watch.subscribe() as q3:
-                assert threading.active_count() == threads_before  # subscribing opens no watch
                 k8s.CustomObjectsApi(api).create_namespaced_custom_object(
                     GROUP, VERSION, namespace, "investigations",
                     {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
@@ -82,8 +77,16 @@ async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, name
                             assert event.type == "ADDED"
                             break
             assert watch.objects[(namespace, "fanout")]["spec"]["title"] == "fan out"
+            assert len(watches_opened) == 1  # three subscribers, one watch on the apiserver
         finally:
             await watch.stop()
+            await kube.aclose()
+
+
+async def wait_for_watch(opened: list[str], timeout: float = 30) -> None:
+    async with asyncio.timeout(timeout):
+        while not opened:
+            await asyncio.sleep(0.01)
 
 
 @pytest.fixture

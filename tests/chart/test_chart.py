@@ -55,6 +55,7 @@ def test_defaults_are_secure() -> None:
     env = {e["name"]: e.get("value") for c in deployment["spec"]["template"]["spec"]["containers"]
            for e in c.get("env", [])}
     assert env.get("LESTRADE_API_AUTH") == "true"
+    assert env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT") == "lestrade-system/lestrade-tools"
     rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d.get("rules", [])]
     for rule in rules:
         assert "secrets" not in rule.get("resources", []), rule
@@ -93,7 +94,8 @@ def installed(cluster, api_client, namespace) -> Iterator[tuple[str, str]]:
     applied = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest)
     assert applied.returncode == 0, applied.stderr
     try:
-        sa = next(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount")
+        sa = next(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"
+                  and not d["metadata"]["name"].endswith("-tools"))
         yield sa, namespace
     finally:
         kubectl(cluster, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=manifest)
@@ -110,17 +112,38 @@ def _can(api_client, user: str, verb: str, resource: str, namespace: str | None 
     return bool(review.status.allowed)
 
 
+def _token_allowed(api_client, user: str, namespace: str, account: str) -> bool:
+    review = k8s.AuthorizationV1Api(api_client).create_subject_access_review(k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=user, groups=["system:serviceaccounts"],
+            resource_attributes=k8s.V1ResourceAttributes(
+                verb="create", resource="serviceaccounts", subresource="token", name=account,
+                namespace=namespace),
+        )))
+    return bool(review.status.allowed)
+
+
 def test_rendered_objects_are_accepted_and_rbac_is_read_only(installed, api_client, crds) -> None:
     sa, namespace = installed
     user = f"system:serviceaccount:{namespace}:{sa}"
+    tools = f"system:serviceaccount:{namespace}:{sa}-tools"
     elsewhere = "kube-system"
-    assert _can(api_client, user, "list", "pods", elsewhere)
-    assert _can(api_client, user, "get", "pods", elsewhere, subresource="log")
-    assert _can(api_client, user, "list", "events", elsewhere)
-    assert _can(api_client, user, "list", "deployments", elsewhere, group="apps")
-    assert not _can(api_client, user, "get", "secrets", elsewhere)
-    assert not _can(api_client, user, "list", "secrets", elsewhere)
-    assert not _can(api_client, user, "delete", "pods", elsewhere)
-    assert not _can(api_client, user, "patch", "deployments", elsewhere, group="apps")
-    assert not _can(api_client, user, "create", "pods", elsewhere, subresource="exec")
+    # The tools' identity reads the cluster, never Secrets, and changes nothing.
+    assert _can(api_client, tools, "list", "pods", elsewhere)
+    assert _can(api_client, tools, "get", "pods", elsewhere, subresource="log")
+    assert _can(api_client, tools, "list", "events", elsewhere)
+    assert _can(api_client, tools, "list", "deployments", elsewhere, group="apps")
+    for who in (tools, user):
+        assert not _can(api_client, who, "get", "secrets", elsewhere)
+        assert not _can(api_client, who, "list", "secrets", elsewhere)
+        assert not _can(api_client, who, "delete", "pods", elsewhere)
+        assert not _can(api_client, who, "patch", "deployments", elsewhere, group="apps")
+        assert not _can(api_client, who, "create", "pods", elsewhere, subresource="exec")
+    assert not _can(api_client, tools, "create", "serviceaccounts", namespace, subresource="token")
+    assert not _can(api_client, tools, "patch", "investigations", namespace, group=GROUP, subresource="status")
+    # The operator runs the resources and mints tokens for the tools' account, and no other.
     assert _can(api_client, user, "patch", "investigations", namespace, group=GROUP, subresource="status")
+    assert not _can(api_client, user, "list", "pods", elsewhere)
+    assert _token_allowed(api_client, user, namespace, f"{sa}-tools")
+    assert not _token_allowed(api_client, user, namespace, sa)
+    assert not _token_allowed(api_client, user, elsewhere, "default")

@@ -31,6 +31,15 @@ def start_operator(
         return op.start()
 
     yield start
+    # Every operator is stopped, and a crash of any (its thread ended early or raised) fails the
+    # test here even when the test itself did not notice.
+    failures = []
     for op in started:
-        if op._thread is not None and op._thread.is_alive():
+        try:
             op.stop()
+        except Exception as exc:
+            failures.append(exc)
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise ExceptionGroup("operators failed during the test", failures)

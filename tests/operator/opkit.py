@@ -188,6 +188,7 @@ class OperatorThread:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stopped = False
         self.error: BaseException | None = None
 
     def _main(self) -> None:
@@ -219,12 +220,19 @@ class OperatorThread:
         return self
 
     def stop(self) -> None:
+        """Stops the operator; raises what ended it if it ended by itself (a crash) before."""
+        if self._stopped:
+            return
+        self._stopped = True
+        exited_early = self._thread is not None and not self._thread.is_alive()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
             assert not self._thread.is_alive(), "operator thread did not stop"
         if self.error:
-            raise self.error
+            raise RuntimeError("the operator thread failed") from self.error
+        if exited_early:
+            raise RuntimeError("the operator thread exited before the test stopped it")
 
     def __enter__(self) -> OperatorThread:
         return self.start()
@@ -331,18 +339,25 @@ __all__.append("resource_version")
 
 def watch_phases(
     api_client: k8s.ApiClient, namespace: str, name: str, until: Callable[[dict[str, Any]], bool],
-    timeout: float = 60, since: str | None = None,
+    timeout: float = 60, since: str | None = None, plural: str = PLURAL,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Watches the object until `until(obj)`; returns it and every version seen on the way
-    (from `since`, a resource version taken earlier, or from now)."""
+    """Watches the object until `until(obj)`; returns it and every version seen on the way.
+
+    With `since` (a resource version taken before the test acted, see `resource_version`) the
+    watch replays every change from then on, so nothing that happened in between is missed.
+    Without it the object is listed first; when the list does not hold it, the object is gone
+    (deleted before the list, or not created yet) and `until` is asked about
+    `{"metadata": {"name": name}, "deleted": True}`: a watch started after a deletion never
+    reports it. A deleted object is passed to `until` with `"deleted": True` added."""
     custom = k8s.CustomObjectsApi(api_client)
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     if since is None:
         listing = custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, field_selector=f"metadata.name={name}"
+            GROUP, VERSION, namespace, plural, field_selector=f"metadata.name={name}"
         )
-        for item in listing["items"]:
+        items = listing["items"] or [{"metadata": {"name": name, "namespace": namespace}, "deleted": True}]
+        for item in items:
             seen.append(item)
             if until(item):
                 return item, seen
@@ -353,11 +368,11 @@ def watch_phases(
         if left <= 0:
             last = seen[-1] if seen else None
             raise TimeoutError(
-                f"{namespace}/{name} did not reach the condition in {timeout}s; last status: "
-                f"{json.dumps((last or {}).get('status'), indent=1)[:3000]}"
+                f"{namespace}/{name} did not reach the condition in {timeout}s; saw {len(seen)} "
+                f"version(s); last status: {json.dumps((last or {}).get('status'), indent=1)[:3000]}"
             )
         stream = watch.Watch().stream(
-            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
             field_selector=f"metadata.name={name}", resource_version=version,
             timeout_seconds=max(1, int(left)), allow_watch_bookmarks=False,
         )
@@ -365,12 +380,10 @@ def watch_phases(
             obj = event["object"]
             version = obj["metadata"]["resourceVersion"]
             if event["type"] == "DELETED":
-                seen.append({**obj, "deleted": True})
-                if until({**obj, "deleted": True}):
-                    return obj, seen
-                continue
+                obj = {**obj, "deleted": True}
             seen.append(obj)
             if until(obj):
+                stream.close()
                 return obj, seen
 
 
@@ -410,7 +423,7 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 60, interva
 
 def transcript_messages(api_client: k8s.ApiClient, obj: dict[str, Any]) -> Any:
     """The decoded transcript of an Investigation (via the product's decoder)."""
-    from lestrade.operator.transcript import TRANSCRIPT_LABEL, decode_chunks
+    from lestrade.resources.transcript import TRANSCRIPT_LABEL, decode_chunks
 
     found = k8s.CoreV1Api(api_client).list_namespaced_config_map(
         obj["metadata"]["namespace"], label_selector=f"{TRANSCRIPT_LABEL}={obj['metadata']['uid']}"
@@ -456,7 +469,7 @@ __all__.append("unique")
 def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
     """Installs the decisions admission policy and waits until the apiserver enforces it."""
     from lestrade.operator.admission import install_admission_policy
-    from lestrade.operator.kube import Kube
+    from lestrade.kube import Kube
 
     async def apply() -> None:
         kube = Kube(api_client)
@@ -486,3 +499,19 @@ def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
 
 
 __all__.append("install_policy")
+
+
+# -- Job mode ----------------------------------------------------------------------------------
+
+UNSCHEDULABLE = {"spec": {"nodeSelector": {"lestrade.test/no-such-node": "true"}}}
+"""A Job pod template no node matches, so KWOK does not fake-complete the Jobs' pods."""
+
+
+def jobs_of(api_client: k8s.ApiClient, namespace: str, uid: str) -> list[Any]:
+    from lestrade.operator.jobs import RUN_UID_LABEL
+
+    return k8s.BatchV1Api(api_client).list_namespaced_job(
+        namespace, label_selector=f"{RUN_UID_LABEL}={uid}").items
+
+
+__all__ += ["UNSCHEDULABLE", "jobs_of"]

@@ -75,6 +75,9 @@ def test_approve_deny_partial_and_bogus_decisions(
                        lambda o: "1 of 2 decided" in (o.get("status") or {}).get("message", ""))
     assert waiting["status"]["phase"] == "AwaitingApproval"
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag_a) == 0
+    # Each pending call shows the digest of its name and arguments; decisions are bound to it.
+    digests = {p["toolCallId"]: p["digest"] for p in waiting["status"]["pendingApprovals"]}
+    assert set(digests) == {"fix-a", "fix-b"} and all(d.startswith("sha256:") for d in digests.values())
 
     patch_decisions(api_client, namespace, "needs-ok", {"fix-b": {"approved": False, "reason": "not in prod"}})
     done = wait_inv(api_client, namespace, "needs-ok", phase_is("Succeeded", "Failed"))
@@ -93,8 +96,8 @@ def test_approve_deny_partial_and_bogus_decisions(
     results = {m["tool_call_id"]: m["content"] for m in state.messages if m["role"] == "tool"}
     assert results["fix-a"] == f"fix {tag_a} applied"
     assert "denied" in results["fix-b"] and "not in prod" in results["fix-b"]
-    assert state.decisions == {"fix-a": {"approved": True, "reason": None},
-                               "fix-b": {"approved": False, "reason": "not in prod"}}
+    assert state.decisions == {"fix-a": {"approved": True, "reason": None, "digest": digests["fix-a"]},
+                               "fix-b": {"approved": False, "reason": "not in prod", "digest": digests["fix-b"]}}
     last_request = model_server.requests(scenario_name)[-1]["messages"]
     assert any(m.get("tool_call_id") == "fix-b" and "not in prod" in str(m.get("content")) for m in last_request)
 
@@ -139,7 +142,7 @@ def test_with_approvals_off_such_calls_become_errors_for_the_model(
     ]))
     start_operator(scenario_name)
     create_inv(api_client, namespace, "no-approvals", enableToolApproval=False)
-    done, seen = wait_inv(api_client, namespace, "no-approvals", phase_is("Succeeded", "Failed")), None
+    done = wait_inv(api_client, namespace, "no-approvals", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     assert done["status"]["toolCalls"][0]["status"] == "error"
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 0
@@ -176,3 +179,57 @@ def test_the_real_write_tool_runs_once_approved(
         assert core.read_namespaced_pod("stuck", namespace).metadata.deletion_timestamp is not None
     except k8s.ApiException as exc:
         assert exc.status == 404
+
+
+def test_an_approval_never_carries_over_to_a_later_call_with_the_same_provider_id(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any,
+) -> None:
+    # A provider that calls every tool call `call_0`: the approval of the first fix stays in
+    # spec.decisions, and must not run the second one.
+    tag_1, tag_2 = f"{scenario_name}-1", f"{scenario_name}-2"
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[fix("call_0", namespace, tag_1)]),
+        Step(tool_calls=[fix("call_0", namespace, tag_2)]),
+        Step(content="done"),
+    ]))
+    start_operator(scenario_name)
+    create_inv(api_client, namespace, "same-ids")
+    paused = wait_inv(api_client, namespace, "same-ids", phase_is("AwaitingApproval", "Failed"))
+    (first,) = paused["status"]["pendingApprovals"]
+    assert first["toolCallId"] == "call_0"
+    patch_decisions(api_client, namespace, "same-ids", {"call_0": {"approved": True}})
+
+    def second_pause(obj: dict[str, Any]) -> bool:
+        pending = (obj.get("status") or {}).get("pendingApprovals") or []
+        return bool(pending) and pending[0]["toolCallId"] != "call_0" or phase_is("Succeeded", "Failed")(obj)
+
+    again = wait_inv(api_client, namespace, "same-ids", second_pause)
+    assert again["status"]["phase"] == "AwaitingApproval"
+    (second,) = again["status"]["pendingApprovals"]
+    assert second["params"]["tag"] == tag_2 and second["digest"] != first["digest"]
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag_1) == 1
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag_2) == 0
+
+
+def test_a_decision_carrying_another_digest_is_not_applied(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any,
+) -> None:
+    tag = f"{scenario_name}-d"
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[fix("fix-1", namespace, tag)]),
+        Step(content="{{ tool_output('apply_fix') }}"),
+    ]))
+    start_operator(scenario_name)
+    create_inv(api_client, namespace, "digests")
+    wait_inv(api_client, namespace, "digests", phase_is("AwaitingApproval", "Failed"))
+    wrong = "sha256:" + "0" * 64
+    patch_decisions(api_client, namespace, "digests", {"fix-1": {"approved": True, "digest": wrong}})
+    done = wait_inv(api_client, namespace, "digests", phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 0
+    assert {c["id"]: c["status"] for c in done["status"]["toolCalls"]} == {"fix-1": "error"}
+    assert "different call" in done["status"]["analysis"]
+    state, _ = transcript_messages(api_client, done)
+    assert state.decisions["fix-1"]["digest"] == wrong

@@ -58,3 +58,31 @@ def test_crashloop_example_with_the_demo_model(
 
     table = kubectl(cluster, "get", "inv", "-n", namespace)
     assert "inventory-api-crashloop" in table and "Succeeded" in table
+
+
+def test_conversation_example_with_kubectl_and_the_demo_model(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, start_operator: Any,
+) -> None:
+    demo = demo_model(model_server.base_url)
+    start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
+    kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE))
+    kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE.parent / "conversation.yaml"))
+    name = "ask-about-the-cluster"
+    kubectl(cluster, "wait", "-n", namespace, f"conv/{name}", "--for=condition=Answered", "--timeout=120s")
+    first = kubectl(cluster, "get", "conv", name, "-n", namespace, "-o", "jsonpath={.status.turns[0].answer}")
+    assert "Demo model" in first and "inventory-api" in first
+
+    kubectl(cluster, "patch", "conv", name, "-n", namespace, "--type", "json", "-p",
+            '[{"op":"add","path":"/spec/turns/-","value":{"ask":"And what about pod inventory-api restarts?"}}]')
+
+    def two_answered() -> bool:
+        out = kubectl(cluster, "get", "conv", name, "-n", namespace, "-o", "jsonpath={.status.answeredTurns}")
+        return out == "2"
+
+    wait_until("the second answer", two_answered, timeout=120, interval=0.5)
+    table = kubectl(cluster, "get", "conv", name, "-n", namespace)
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "PHASE", "ASKED", "ANSWERED", "VERSION"]
+    assert row.split()[:4] == [name, "Answered", "2", "2"]
+    listed = kubectl(cluster, "get", "lestrade", "-n", namespace)
+    assert f"conversation.lestrade.dev/{name}" in listed and "investigation.lestrade.dev/inventory-api-crashloop" in listed

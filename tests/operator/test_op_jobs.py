@@ -17,24 +17,19 @@ from typing import Any
 from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.job import INVESTIGATION_UID_LABEL
+from lestrade.operator.jobs import RUN_UID_LABEL
 from opkit import (
     EFFECT_LABEL,
+    UNSCHEDULABLE,
     count_effects,
     create_inv,
+    jobs_of,
     patch_decisions,
     phase_is,
     wait_inv,
     wait_until,
     write_model_list,
 )
-
-UNSCHEDULABLE = {"spec": {"nodeSelector": {"lestrade.test/no-such-node": "true"}}}
-
-
-def jobs_of(api_client: k8s.ApiClient, namespace: str, uid: str) -> list[Any]:
-    return k8s.BatchV1Api(api_client).list_namespaced_job(
-        namespace, label_selector=f"{INVESTIGATION_UID_LABEL}={uid}").items
 
 
 def run_job_command(job: Any, cluster: Any, models: Path, log: Path) -> subprocess.CompletedProcess[bytes]:
@@ -73,14 +68,15 @@ def test_job_mode_runs_each_round_as_a_job(
     spec = job.spec.template.spec
     (container,) = spec.containers
     assert container.image == "ghcr.io/lestrade/lestrade:test"
-    assert container.command == ["python", "-m", "lestrade.operator.job", "--namespace", namespace, "--name", "in-a-job"]
+    assert container.command == ["python", "-m", "lestrade.operator.job", "--kind", "Investigation",
+                                 "--namespace", namespace, "--name", "in-a-job"]
     assert spec.service_account_name == "lestrade" and spec.restart_policy == "Never"
     assert spec.node_selector == UNSCHEDULABLE["spec"]["nodeSelector"]  # the template is honoured
     assert {"name": "LESTRADE_STATUS_INTERVAL", "value": "0.1"} in [
         {"name": e.name, "value": e.value} for e in container.env]
     assert job.metadata.owner_references[0].uid == uid
     assert job.spec.active_deadline_seconds > 0 and job.spec.backoff_limit >= 1
-    assert job.metadata.labels[INVESTIGATION_UID_LABEL] == uid
+    assert job.metadata.labels[RUN_UID_LABEL] == uid
     assert (wait_inv(api_client, namespace, "in-a-job", phase_is("Pending"))["status"]).get("startTime") is None
     assert len(model_server.requests(scenario_name)) == 0
 
@@ -100,4 +96,39 @@ def test_job_mode_runs_each_round_as_a_job(
     done = wait_inv(api_client, namespace, "in-a-job", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
+    assert len(model_server.requests(scenario_name)) == 2
+
+
+def test_job_mode_runs_each_conversation_turn_as_a_job(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any, tmp_path: Path,
+) -> None:
+    from convkit import all_answered, ask, create_conv, wait_conv
+
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(content="first answer"), Step(content="second answer"),
+    ]))
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+    start_operator(
+        scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
+        job_pod_template=UNSCHEDULABLE, job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
+    )
+    conv = create_conv(api_client, namespace, "chat-in-jobs", "One?")
+    uid = conv["metadata"]["uid"]
+    (job,) = wait_until("the first turn's Job", lambda: jobs_of(api_client, namespace, uid), timeout=30)
+    assert job.spec.template.spec.containers[0].command[3:5] == ["--kind", "Conversation"]
+    assert len(model_server.requests(scenario_name)) == 0  # the operator does not run it itself
+    result = run_job_command(job, cluster, models, tmp_path / "job-1.log")
+    assert result.returncode == 0, (tmp_path / "job-1.log").read_text()[-3000:]
+    first = wait_conv(api_client, namespace, "chat-in-jobs", all_answered(1))
+    assert first["status"]["turns"][0]["answer"] == "first answer"
+
+    # A new turn is a new generation, so a new Job.
+    ask(api_client, namespace, "chat-in-jobs", "Two?")
+    second = wait_until("the second turn's Job", lambda: [
+        j for j in jobs_of(api_client, namespace, uid) if j.metadata.name != job.metadata.name], timeout=30)
+    result = run_job_command(second[0], cluster, models, tmp_path / "job-2.log")
+    assert result.returncode == 0, (tmp_path / "job-2.log").read_text()[-3000:]
+    done = wait_conv(api_client, namespace, "chat-in-jobs", all_answered(2))
+    assert [t["answer"] for t in done["status"]["turns"]] == ["first answer", "second answer"]
     assert len(model_server.requests(scenario_name)) == 2

@@ -12,6 +12,7 @@ from opkit import (
     create_inv,
     wait_event,
     phase_is,
+    resource_version,
     transcript_messages,
     wait_until,
     watch_phases,
@@ -61,13 +62,14 @@ def test_investigation_runs_pending_running_succeeded(
         )
     )
     start_operator(scenario_name)
+    since = resource_version(api_client, namespace)  # so the watch cannot start after Pending
     create_inv(
         api_client, namespace, "web-crash",
         description="web-1 keeps restarting",
         subject={"kind": "Pod", "name": "web-1", "namespace": namespace},
         sections={"Cause": "why it fails", "Fix": "what to do"},
     )
-    final, seen = watch_phases(api_client, namespace, "web-crash", phase_is("Succeeded", "Failed"))
+    final, seen = watch_phases(api_client, namespace, "web-crash", phase_is("Succeeded", "Failed"), since=since)
 
     # Phases in order, as a watcher (kubectl get inv -w) sees them.
     phases = [p for p in ((o.get("status") or {}).get("phase") for o in seen) if p]

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import threading
+import time
+from datetime import datetime
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.transcript import TRANSCRIPT_LABEL
+from lestrade.resources.transcript import TRANSCRIPT_LABEL
 from opkit import (
     GROUP,
     PLURAL,
     PROBE_LABEL,
+    UNSCHEDULABLE,
     VERSION,
     count_effects,
     create_inv,
-    wait_event,
     get_inv,
+    jobs_of,
     phase_is,
+    resource_version,
+    transcript_messages,
+    wait_event,
     wait_inv,
     wait_until,
     watch_phases,
@@ -54,36 +61,69 @@ def test_timeout_also_runs_while_waiting_for_approval(
         Step(content="never reached"),
     ]))
     start_operator(scenario_name)
-    create_inv(api_client, namespace, "unattended", timeout="3s")
+    # startTime has whole seconds, so a timeout of N s leaves N-1 to N s; 8 s leave room to
+    # reach the approval pause on a loaded machine.
+    create_inv(api_client, namespace, "unattended", timeout="8s")
     paused = wait_inv(api_client, namespace, "unattended", phase_is("AwaitingApproval", "Failed"))
     assert paused["status"]["phase"] == "AwaitingApproval"
     done = wait_inv(api_client, namespace, "unattended", phase_is("Failed", "Succeeded"), timeout=30)
     assert conditions(done)["Succeeded"]["reason"] == "Timeout"
     assert conditions(done)["AwaitingApproval"]["status"] == "False"
     assert done["status"]["pendingApprovals"] == []
+    # Settled from the transcript: the call that waited is over, and the end is on record.
+    assert [(c["id"], c["status"]) for c in done["status"]["toolCalls"]] == [("fix", "error")]
+    state, _ = transcript_messages(api_client, done)
+    assert state.records[-1]["t"] == "error" and state.records[-1]["reason"] == "Timeout"
 
 
+PROMPTLY = 8.0
+"""Seconds within which a deleted running Investigation is gone: a run stops at once; without
+that the finalizer would wait for Kopf's fallback (the daemon's 10 s cancellation_timeout)."""
+
+
+@pytest.mark.parametrize("job_mode", [False, True], ids=["in-process", "job-mode"])
 def test_deleting_a_running_investigation_stops_its_run(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any,
+    start_operator: Any, job_mode: bool,
 ) -> None:
     tag = scenario_name
     model_server.add_scenario(Scenario(name=scenario_name, steps=[
         Step(tool_calls=[ToolCall(id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300})]),
         Step(content="never reached"),
     ]))
-    start_operator(scenario_name)
+    if job_mode:
+        start_operator(scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
+                       job_service_account="lestrade", job_pod_template=UNSCHEDULABLE)
+    else:
+        start_operator(scenario_name)
     inv = create_inv(api_client, namespace, "doomed")
-    wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1)
+    uid = inv["metadata"]["uid"]
+    if job_mode:  # the operator waits for the round's Job (its pod never runs here)
+        wait_until("the Job", lambda: jobs_of(api_client, namespace, uid), timeout=30)
+    else:
+        wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1)
     assert get_inv(api_client, namespace, "doomed")["metadata"]["finalizers"] == ["lestrade.dev/run"]
+
+    since = resource_version(api_client, namespace)  # the watch below replays from here
+    asked = time.monotonic()
     k8s.CustomObjectsApi(api_client).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "doomed")
     # The object only disappears once the run has stopped (the finalizer waits for it).
-    wait_inv(api_client, namespace, "doomed", lambda o: bool(o.get("deleted")), timeout=20)
+    _, seen = watch_phases(api_client, namespace, "doomed", lambda o: bool(o.get("deleted")),
+                           timeout=20, since=since)
+    took = time.monotonic() - asked
+    assert took < PROMPTLY, f"deletion took {took:.1f}s"
+    # Marked for deletion first: the finalizer held the object until the run had stopped.
+    assert any(o["metadata"].get("deletionTimestamp") for o in seen if not o.get("deleted"))
+    if job_mode:
+        # The operator deleted the Job itself (garbage collection would take much longer).
+        assert jobs_of(api_client, namespace, uid) == []
+        assert model_server.requests(scenario_name) == []
+        return
     assert len(model_server.requests(scenario_name)) == 1
     # The transcript goes with it (owner references).
     core = k8s.CoreV1Api(api_client)
     wait_until("the transcript to be garbage-collected", lambda: not core.list_namespaced_config_map(
-        namespace, label_selector=f"{TRANSCRIPT_LABEL}={inv['metadata']['uid']}").items, timeout=120)
+        namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}").items, timeout=120)
 
 
 def test_concurrency_limit_queues_the_rest_in_pending(
@@ -133,10 +173,17 @@ def test_ttl_seconds_after_finished_deletes_the_investigation(
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="done")]))
     start_operator(scenario_name)
+    since = resource_version(api_client, namespace)
     create_inv(api_client, namespace, "keeper")
     create_inv(api_client, namespace, "fleeting", ttlSecondsAfterFinished=2)
     wait_inv(api_client, namespace, "keeper", phase_is("Succeeded"))
-    final, seen = watch_phases(api_client, namespace, "fleeting", lambda o: bool(o.get("deleted")), timeout=30)
-    assert any((o.get("status") or {}).get("phase") == "Succeeded" for o in seen)
+    final, seen = watch_phases(api_client, namespace, "fleeting", lambda o: bool(o.get("deleted")),
+                               timeout=30, since=since)
+    deleted_by = time.time()  # the deletion happened before the watch reported it
+    succeeded = [o for o in seen if (o.get("status") or {}).get("phase") == "Succeeded"]
+    assert succeeded
+    # It lived until its TTL had passed (counted from completionTime), not merely until it finished.
+    completed = datetime.fromisoformat(succeeded[0]["status"]["completionTime"].replace("Z", "+00:00"))
+    assert deleted_by >= completed.timestamp() + 2
     # The one without a TTL is kept.
     assert get_inv(api_client, namespace, "keeper")["status"]["phase"] == "Succeeded"

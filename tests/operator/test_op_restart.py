@@ -12,8 +12,9 @@ from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
-from lestrade.operator.kube import Kube
-from lestrade.operator.transcript import Transcript
+from lestrade.kube import Kube
+from lestrade.resources.progress import run_facts
+from lestrade.resources.transcript import Transcript
 from opkit import (
     GROUP,
     PLURAL,
@@ -42,6 +43,17 @@ def steps_requested(model_server: Any, scenario: str) -> Counter[int]:
 
 def assistant_turns(state: Any) -> list[str]:
     return [str(m.get("tool_calls") or m.get("content")) for m in state.messages if m["role"] == "assistant"]
+
+
+def assert_status_matches_transcript(api_client: k8s.ApiClient, done: dict[str, Any]) -> None:
+    """A settled Investigation's status says what its transcript says (counts, calls, usage)."""
+    state, _ = transcript_messages(api_client, done)
+    facts = run_facts(state, settled=True)
+    status = done["status"]
+    assert (status["steps"], status["toolCallCount"]) == (facts.steps, facts.tool_call_count)
+    assert [(c["id"], c["status"]) for c in status["toolCalls"]] == [(c.id, c.status) for c in facts.tool_calls]
+    assert status["usage"]["totalTokens"] == facts.usage.total_tokens
+    assert status["pendingApprovals"] == []
 
 
 def operator_process(cluster: Any, namespace: str, tmp_path: Path, model_server: Any, scenario: str, n: int) -> OperatorProcess:
@@ -80,6 +92,7 @@ def test_kill_while_the_model_thinks(
     assert len(assistant_turns(state)) == 2
     assert [m["role"] for m in state.messages] == ["system", "user", "assistant", "tool", "assistant"]
     assert done["status"]["steps"] == 2
+    assert_status_matches_transcript(api_client, done)
 
 
 def test_kill_while_a_tool_runs(
@@ -110,6 +123,7 @@ def test_kill_while_a_tool_runs(
     assert result["tool_call_id"] == "probe-slow" and result["content"] == OUTCOME_UNKNOWN
     assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
     assert len(assistant_turns(state)) == 2
+    assert_status_matches_transcript(api_client, done)
 
 
 def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
@@ -144,8 +158,11 @@ def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
     state, _ = transcript_messages(api_client, done)
     (result,) = [m for m in state.messages if m["role"] == "tool"]
     assert result["content"] == OUTCOME_UNKNOWN
-    assert state.decisions == {"fix-1": {"approved": True, "reason": None}}
+    # The decision was bound to the digest the pending call showed in status.
+    (pending,) = paused["status"]["pendingApprovals"]
+    assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
     assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
+    assert_status_matches_transcript(api_client, done)
 
 
 def test_sigterm_stops_the_operator_cleanly(

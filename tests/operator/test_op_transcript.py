@@ -6,8 +6,8 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from lestrade.operator.kube import Kube
-from lestrade.operator.transcript import TRANSCRIPT_LABEL, Transcript
+from lestrade.kube import Kube
+from lestrade.resources.transcript import TRANSCRIPT_LABEL, Transcript
 from opkit import create_inv
 
 
@@ -35,7 +35,7 @@ async def test_transcript_is_chunked_owned_and_reloads_losslessly(
         writer.append_message(message)
     writer.append_started("call/1 odd id")
     await writer.sync()
-    writer.append_decision("call/1 odd id", True, "looks safe")
+    writer.append_decision("call/1 odd id", True, "looks safe", "sha256:abc")
     for message in messages[3:]:
         writer.append_message(message)
     writer.flush_soon()
@@ -45,7 +45,7 @@ async def test_transcript_is_chunked_owned_and_reloads_losslessly(
     state = await reader.load()
     assert state.messages == messages
     assert state.started == {"call/1 odd id"}
-    assert state.decisions == {"call/1 odd id": {"approved": True, "reason": "looks safe"}}
+    assert state.decisions == {"call/1 odd id": {"approved": True, "reason": "looks safe", "digest": "sha256:abc"}}
     assert reader.chunks == writer.chunks and len(writer.chunks) >= 4
 
     found = k8s.CoreV1Api(api_client).list_namespaced_config_map(

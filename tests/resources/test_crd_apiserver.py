@@ -348,12 +348,12 @@ def test_printer_columns_show_progress(
     )
 
     conversations.create(conversation("cols", "hi"))
-    conversations.patch_status("cols", {"phase": "Answered", "answeredTurns": 1, "version": 2})
+    conversations.patch_status("cols", {"phase": "Answered", "askedTurns": 2, "answeredTurns": 1, "version": 2})
     table = _table(api_client, namespace, CONVERSATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Turns", "Version", "Tokens", "Model", "Message", "Age"]
+    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Message", "Age"]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
-    assert (row["Phase"], row["Turns"], row["Version"]) == ("Answered", 1, 2)
+    assert (row["Phase"], row["Asked"], row["Answered"], row["Version"]) == ("Answered", 2, 1, 2)
 
 
 def test_installing_again_replaces_the_crds_in_place(api_client: k8s.ApiClient) -> None:

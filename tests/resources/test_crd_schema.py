@@ -153,7 +153,7 @@ def test_resource_names_columns_and_subresources() -> None:
         if not c.get("priority")
     ]
     assert columns(inv) == ["Phase", "Steps", "Tools", "Tokens", "Age"]
-    assert columns(conv) == ["Phase", "Turns", "Version", "Tokens", "Age"]
+    assert columns(conv) == ["Phase", "Asked", "Answered", "Version", "Tokens", "Age"]
 
 
 def test_printer_columns_point_at_real_fields() -> None:

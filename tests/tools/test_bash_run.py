@@ -65,7 +65,8 @@ async def test_forbidden_command_never_runs_and_needs_no_approval(bash) -> None:
     assert out.status == "error" and "Secret data" in (out.error or "")
 
 
-async def test_approved_command_runs_as_argv(bash, tmp_path: Path) -> None:
+async def test_approved_command_runs_as_argv(tmp_path: Path) -> None:
+    bash = bash_toolset(timeout=10, cwd=str(tmp_path)).tools[0]
     target = tmp_path / "made-by-approved-command"
     params = {"command": f"touch {target}"}
     assert bash.needs_approval(params) is True
@@ -74,12 +75,22 @@ async def test_approved_command_runs_as_argv(bash, tmp_path: Path) -> None:
     assert target.exists()
 
 
-async def test_approved_redirection_writes_the_file(bash, tmp_path: Path) -> None:
-    target = tmp_path / "out.txt"
-    params = {"command": f"echo hello > {target}"}
+async def test_approved_redirection_writes_the_file(tmp_path: Path) -> None:
+    bash = bash_toolset(timeout=10, cwd=str(tmp_path)).tools[0]
+    params = {"command": "echo hello > out.txt"}
     assert bash.needs_approval(params)
     await bash.run(params)
-    assert target.read_text() == "hello\n"
+    assert (tmp_path / "out.txt").read_text() == "hello\n"
+
+
+async def test_even_approved_commands_write_only_in_the_working_folder(bash, tmp_path: Path) -> None:
+    # The fixture's working folder is a private one, not tmp_path.
+    touched, redirected = tmp_path / "touched", tmp_path / "redirected"
+    out = await bash.run({"command": f"touch {touched}"})
+    assert "Permission denied" in out.text()
+    out = await bash.run({"command": f"echo x > {redirected}"})
+    assert out.status == "error" and "outside what tool processes may write" in (out.error or "")
+    assert not touched.exists() and not redirected.exists()
 
 
 async def test_unknown_program_is_reported(bash) -> None:
@@ -119,3 +130,17 @@ async def test_output_cap_stops_an_endless_producer() -> None:
     result = await asyncio.wait_for(runner.run(parse_command("yes")), 20)
     assert result.truncated
     assert len(result.output) == 10_000
+
+
+async def test_each_stage_output_is_redacted_before_the_next_stage(bash) -> None:
+    out = await bash.run({"command": "printf 'DB_PASSWORD=hunter2\\nLEVEL=debug\\n' | rev"})
+    assert out.status == "success", out.text()
+    assert out.data.splitlines() == ["]DETCADER[=DROWSSAP_BD", "gubed=LEVEL"]
+
+
+async def test_a_large_stage_output_reaches_the_next_stage_whole() -> None:
+    # ~5.7 MB, more than one `redact` call keeps by default: the relay redacts it all
+    tool = bash_toolset(timeout=60).tools[0]
+    out = await tool.run({"command": "awk 'BEGIN{for(i=0;i<300000;i++) print \"line password=x\" i}' | grep -c REDACTED"})
+    assert out.status == "success", out.text()
+    assert out.data.strip() == "300000"

@@ -72,12 +72,16 @@ async def test_get_tables_read_like_kubectl(kube, api_client, namespace) -> None
 
     # no namespace given: the object is found wherever it is
     anywhere = await kube["kubectl_get_by_name"].run({"kind": "deployment", "name": "web"})
-    assert "2/2" in anywhere.data or "web" in anywhere.data
+    assert anywhere.status == "success", anywhere.text()
+    rows = [line.split() for line in anywhere.data.splitlines()[1:]]
+    assert [row[:2] for row in rows] == [["web", "2/2"]], anywhere.data
 
     nodes = await kube["kubectl_get_by_kind_in_cluster"].run({"kind": "nodes"})
+    assert nodes.status == "success", nodes.text()
     assert "kwok-node-0" in nodes.data and "STATUS" in nodes.data.splitlines()[0]
 
     cluster_pods = await kube["kubectl_get_by_kind_in_cluster"].run({"kind": "pods"})
+    assert cluster_pods.status == "success", cluster_pods.text()
     assert cluster_pods.data.splitlines()[0].startswith("NAMESPACE")
     assert namespace in cluster_pods.data
 
@@ -89,6 +93,7 @@ async def test_find_resource_by_name_fragment(kube, api_client, namespace) -> No
     assert "pods:" in out.data and "deployments.apps:" in out.data
     assert namespace in out.data
     only_deploy = await kube["kubectl_find_resource"].run({"keyword": "checkout-a", "kind": "deploy"})
+    assert only_deploy.status == "success", only_deploy.text()
     assert "pods:" not in only_deploy.data and "checkout-api" in only_deploy.data
     none = await kube["kubectl_find_resource"].run({"keyword": "zz-nothing-like-this"})
     assert none.status == "success" and "No " in none.data
@@ -119,9 +124,11 @@ async def test_describe_crashlooping_pod_shows_oomkilled(kube, api_client, names
 
     # without a namespace the pod is located by name
     located = await kube["kubectl_describe"].run({"kind": "po", "name": name})
+    assert located.status == "success", located.text()
     assert "OOMKilled" in located.data
 
     deployment = await kube["kubectl_describe"].run({"kind": "deploy", "name": "cart", "namespace": namespace})
+    assert deployment.status == "success", deployment.text()
     assert "Replicas:" in deployment.data and "1 desired" in deployment.data
     assert "ReplicaSets:" in deployment.data and "cart-" in deployment.data
 
@@ -158,11 +165,13 @@ async def test_events_sorted_by_time_for_object_and_namespace(kube, api_client, 
     assert "(x4 over" in out.data
 
     ns_events = await kube["kubectl_events"].run({"namespace": namespace})
+    assert ns_events.status == "success", ns_events.text()
     body = ns_events.data
     assert body.index("Pulled") < body.index("Unhealthy") < body.index("BackOff")
     assert "pod/quiet" in body and "pod/eventful" in body
 
     described = await kube["kubectl_describe"].run({"kind": "pod", "name": "eventful", "namespace": namespace})
+    assert described.status == "success", described.text()
     assert "Back-off restarting failed container" in described.data
 
 
@@ -175,6 +184,7 @@ async def test_logs_and_previous_logs(kube, namespace, make_pod, kwok_logs) -> N
     assert "connecting to db" in out.data and out.data.rstrip().endswith("ready")
     assert "hunter2-in-logs" not in out.data and "DB_PASSWORD=[REDACTED]" in out.data
     tail = await kube["kubectl_logs"].run({"pod_name": "logger", "namespace": namespace, "tail": 1})
+    assert tail.status == "success", tail.text()
     assert tail.data.strip() == "ready"
     previous = await kube["kubectl_previous_logs"].run({"pod_name": "logger", "namespace": namespace, "container": "app"})
     assert previous.status == "success", previous.text()
@@ -188,6 +198,7 @@ async def test_logs_of_every_container_by_default(kube, namespace, make_pod, kwo
                                           k8s.V1Container(name="proxy", image="example.com/b:1")])
     kwok_logs(namespace, "two", "main says hi", container="main")
     out = await kube["kubectl_logs"].run({"pod_name": "two", "namespace": namespace})
+    assert out.status == "success", out.text()
     assert "==> container main <==" in out.data and "==> container proxy <==" in out.data
     assert "main says hi" in out.data
 
@@ -201,6 +212,7 @@ async def test_describe_node_and_yaml(kube, api_client, namespace) -> None:
                      "Allocated resources:"):
         assert fragment in out.data, fragment
     yaml_out = await kube["kubectl_get_yaml"].run({"kind": "deployment", "name": "sized", "namespace": namespace})
+    assert yaml_out.status == "success", yaml_out.text()
     assert "kind: Deployment" in yaml_out.data and "replicas: 1" in yaml_out.data
     assert "managedFields" not in yaml_out.data
 

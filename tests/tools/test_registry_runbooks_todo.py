@@ -91,3 +91,17 @@ async def test_todo_write_keeps_state_per_toolset() -> None:
     other = todo_toolset().tools[0]
     fresh = await other.run({"todos": []})
     assert fresh.data == "Task list is empty."
+
+
+def test_the_api_knows_every_built_in_tool_name() -> None:
+    """lestrade.resources.tool_names (what the API refuses as a frontend tool name) covers the
+    default registry with every toolset on."""
+    from kubernetes import client as k8s
+
+    from lestrade.operator.tools.registry import default_registry
+    from lestrade.resources.tool_names import BUILTIN_TOOL_NAMES
+
+    registry = default_registry(k8s.ApiClient(), prometheus_url="http://127.0.0.1:9", enable_write_tools=True,
+                                enable_bash=True)
+    names = {tool.name for toolset in registry.toolsets for tool in toolset.tools}
+    assert names and names <= BUILTIN_TOOL_NAMES, sorted(names - BUILTIN_TOOL_NAMES)

@@ -45,53 +45,78 @@ def secret_world(api_client, namespace, make_pod):
     return namespace
 
 
+def _leaks_transformed(text: str) -> list[str]:
+    return [v for v in (VALUE, B64, INLINE, B64[:16]) if v in text or v[::-1] in text]
+
+
 async def test_no_tool_output_contains_the_secret(api_client, cluster, secret_world) -> None:
     ns = secret_world
     kubectl = binary_path("kubectl")
     registry = default_registry(api_client, bash_env={"KUBECONFIG": str(cluster.kubeconfig),
                                                       "PATH": f"{kubectl.parent}:{os.environ.get('PATH', '')}"})
     tool = registry.get
+    # (tool, params, expected): "ok" must succeed, "refused" must be refused before running
     calls = [
-        ("kubectl_describe", {"kind": "secret", "name": "db-creds", "namespace": ns}),
-        ("kubectl_get_by_name", {"kind": "secrets", "name": "db-creds", "namespace": ns}),
-        ("kubectl_get_by_kind_in_namespace", {"kind": "secret", "namespace": ns}),
-        ("kubectl_get_by_kind_in_cluster", {"kind": "secrets"}),
-        ("kubectl_find_resource", {"keyword": "db-creds", "kind": "secret"}),
-        ("kubectl_get_yaml", {"kind": "secret", "name": "db-creds", "namespace": ns}),
-        ("kubectl_get_yaml", {"kind": "secret", "name": "db-creds"}),
-        ("kubectl_describe", {"kind": "pod", "name": "shop-api", "namespace": ns}),
-        ("kubectl_get_yaml", {"kind": "pod", "name": "shop-api", "namespace": ns}),
-        ("kubectl_describe", {"kind": "configmap", "name": "app-config", "namespace": ns}),
-        ("kubectl_get_yaml", {"kind": "cm", "name": "app-config", "namespace": ns}),
-        ("kubectl_events", {"namespace": ns}),
-        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o yaml"}),
-        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o jsonpath={{.data.password}}"}),
-        ("bash", {"command": f"kubectl get secrets -n {ns} -o json | jq .items"}),
-        ("bash", {"command": f"kubectl describe secret db-creds -n {ns}"}),
-        ("bash", {"command": f"kubectl get secrets -n {ns}"}),
-        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml"}),
-        ("bash", {"command": f"kubectl describe pod shop-api -n {ns}"}),
-        ("bash", {"command": f"kubectl get cm app-config -n {ns} -o json"}),
+        ("kubectl_describe", {"kind": "secret", "name": "db-creds", "namespace": ns}, "ok"),
+        ("kubectl_get_by_name", {"kind": "secrets", "name": "db-creds", "namespace": ns}, "ok"),
+        ("kubectl_get_by_kind_in_namespace", {"kind": "secret", "namespace": ns}, "ok"),
+        ("kubectl_get_by_kind_in_cluster", {"kind": "secrets"}, "ok"),
+        ("kubectl_find_resource", {"keyword": "db-creds", "kind": "secret"}, "ok"),
+        ("kubectl_get_yaml", {"kind": "secret", "name": "db-creds", "namespace": ns}, "ok"),
+        ("kubectl_get_yaml", {"kind": "secret", "name": "db-creds"}, "ok"),
+        ("kubectl_describe", {"kind": "pod", "name": "shop-api", "namespace": ns}, "ok"),
+        ("kubectl_get_yaml", {"kind": "pod", "name": "shop-api", "namespace": ns}, "ok"),
+        ("kubectl_describe", {"kind": "configmap", "name": "app-config", "namespace": ns}, "ok"),
+        ("kubectl_get_yaml", {"kind": "cm", "name": "app-config", "namespace": ns}, "ok"),
+        ("kubectl_events", {"namespace": ns}, "ok"),
+        ("bash", {"command": f"kubectl describe secret db-creds -n {ns}"}, "ok"),
+        ("bash", {"command": f"kubectl get secrets -n {ns}"}, "ok"),
+        ("bash", {"command": f"kubectl get secrets -n {ns} -o name"}, "ok"),
+        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml"}, "ok"),
+        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml | rev"}, "ok"),
+        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o json | jq -r '.spec.containers[].env[].value'"}, "ok"),
+        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml | grep -A1 'name: DB_PASSWORD$' | tail -n 1"}, "ok"),
+        ("bash", {"command": f"kubectl describe pod shop-api -n {ns}"}, "ok"),
+        ("bash", {"command": f"kubectl get cm app-config -n {ns} -o json"}, "ok"),
+        ("bash", {"command": f"kubectl get cm app-config -n {ns} -o json | tr a-z n-za-m"}, "ok"),
+        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o yaml"}, "refused"),
+        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o jsonpath={{.data.password}}"}, "refused"),
+        ("bash", {"command": f"kubectl get secrets -n {ns} -o json | jq .items"}, "refused"),
+        ("bash", {"command": f"kubectl get secrets -n {ns} -oyaml"}, "refused"),
+        ("bash", {"command": f"kubectl get secrets -n {ns} -Ao yaml"}, "refused"),
+        ("bash", {"command": f"kubectl get secrets -n {ns} -o name --output yaml"}, "refused"),
+        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o go-template='{{{{.data.password}}}}'"}, "refused"),
+        ("bash", {"command": f"kubectl get sec -n {ns} -o json"}, "refused"),
+        ("bash", {"command": f"kubectl get secret.v1. db-creds -n {ns} -o json"}, "refused"),
+        ("bash", {"command": f"kubectl get all,secrets -n {ns} -o yaml"}, "refused"),
+        ("bash", {"command": f"kubectl get -n {ns} -o yaml -- secrets"}, "refused"),
+        ("bash", {"command": f"kubectl get --raw /api/v1/namespaces/{ns}/%73ecrets/db-creds"}, "refused"),
     ]
     outputs = {}
-    for name, params in calls:
+    for name, params, expected in calls:
         out = await tool(name).run(params)
-        text = out.text()
-        assert not _leaks(text), f"{name} {params} leaked:\n{text}"
+        if expected == "ok":
+            assert out.status == "success", f"{name} {params} did not succeed: {out.text()}"
+        else:
+            assert out.status == "error" and (out.error or "").startswith("refused:"), f"{name} {params}: {out.text()}"
+        assert not _leaks_transformed(out.text()), f"{name} {params} leaked:\n{out.text()}"
         outputs[(name, json.dumps(params))] = out
 
-    described = outputs[("kubectl_describe", json.dumps(calls[0][1]))]
-    assert described.status == "success"
-    assert f"password  {len(VALUE)} bytes" in described.data
-    assert f"dsn  {len(f'postgres://app:{VALUE}@db/shop')} bytes" in described.data
-    assert "Opaque" in described.data
-    secret_yaml = outputs[("kubectl_get_yaml", json.dumps(calls[5][1]))].data
+    def output(index: int) -> str:
+        name, params, _ = calls[index]
+        return outputs[(name, json.dumps(params))].data
+
+    described = output(0)
+    assert f"password  {len(VALUE)} bytes" in described
+    assert f"dsn  {len(f'postgres://app:{VALUE}@db/shop')} bytes" in described
+    assert "Opaque" in described
+    secret_yaml = output(5)
     assert "password:" in secret_yaml and "bytes, value hidden" in secret_yaml
     assert "last-applied-configuration" not in secret_yaml
-    refused = outputs[("bash", json.dumps(calls[12][1]))]
-    assert refused.status == "error" and "Secret data" in (refused.error or "")
-    real_describe = outputs[("bash", json.dumps(calls[15][1]))]
-    assert real_describe.status == "success", real_describe.text()
-    assert "password:" in real_describe.data and "bytes" in real_describe.data  # kubectl's own describe
-    pod_yaml = outputs[("bash", json.dumps(calls[17][1]))]
-    assert pod_yaml.status == "success" and "DB_PASSWORD" in pod_yaml.data
+    real_describe = output(12)
+    assert "password:" in real_describe and "bytes" in real_describe  # kubectl's own describe
+    assert "db-creds" in output(13) and output(14).strip() == "secret/db-creds"
+    pod_yaml = output(15)
+    assert "DB_PASSWORD" in pod_yaml and "[REDACTED]" in pod_yaml
+    assert "DROWSSAP_BD" in output(16)  # the reversed pod YAML arrived, with the value masked before `rev`
+    assert "[REDACTED]" in output(17) and "[REDACTED]" in output(18)

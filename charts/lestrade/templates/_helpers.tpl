@@ -28,6 +28,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The read-only identity the tools act as (the operator mints its tokens). */}}
+{{- define "lestrade.toolsServiceAccountName" -}}
+{{- printf "%s-tools" (include "lestrade.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "lestrade.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
@@ -38,10 +43,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
 - name: POD_NAMESPACE
   valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-{{- if .Values.modelList }}
+{{- if include "lestrade.modelsSecret" . }}
 - name: LESTRADE_MODEL_LIST
   value: /etc/lestrade/models/modelList.yaml
 {{- end }}
+# The root filesystem is read-only: home and caches live in the /tmp emptyDir.
+- name: HOME
+  value: /tmp
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
 {{- if .Values.defaultModel }}
 - name: LESTRADE_DEFAULT_MODEL
   value: {{ .Values.defaultModel | quote }}
@@ -56,9 +66,63 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 - name: LESTRADE_ENABLE_BASH
   value: {{ .Values.tools.enableBash | quote }}
+{{- if .Values.rbac.create }}
+- name: LESTRADE_TOOLS_SERVICE_ACCOUNT
+  value: {{ printf "%s/%s" .Release.Namespace (include "lestrade.toolsServiceAccountName" .) | quote }}
+{{- end }}
 - name: LESTRADE_ENABLE_WRITE_TOOLS
   value: {{ .Values.tools.enableWriteTools | quote }}
+- name: LESTRADE_RUNBOOK_NAMESPACES
+  value: {{ default (list .Release.Namespace) .Values.tools.runbookNamespaces | join "," | quote }}
 {{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+
+{{/* The Secret holding the model list: the chart's own, the user's, or none (demo model). */}}
+{{- define "lestrade.modelsSecret" -}}
+{{- if and .Values.existingSecret .Values.modelList -}}
+{{- fail "set either modelList or existingSecret (a Secret of your own holding the model list), not both" -}}
+{{- else if .Values.existingSecret -}}
+{{- .Values.existingSecret -}}
+{{- else if .Values.modelList -}}
+{{- printf "%s-models" (include "lestrade.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lestrade.modelsVolume" -}}
+- name: models
+  secret:
+    secretName: {{ include "lestrade.modelsSecret" . }}
+    items:
+      - key: {{ if .Values.existingSecret }}{{ .Values.existingSecretKey }}{{ else }}modelList.yaml{{ end }}
+        path: modelList.yaml
+{{- end -}}
+
+{{/* Every container: hardened, with a private writable /tmp. */}}
+{{- define "lestrade.containerSecurity" -}}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+{{- end -}}
+
+{{- define "lestrade.scratchVolume" -}}
+- name: {{ .name }}
+  emptyDir:
+    sizeLimit: {{ .root.Values.scratch.sizeLimit }}
+{{- end -}}
+
+{{/* The egress rules of the NetworkPolicy (the operator, the API and the Jobs need the same). */}}
+{{- define "lestrade.egress" -}}
+{{- range $name, $rule := .Values.networkPolicy.egress }}
+{{- if $rule }}
+- to:
+    {{- toYaml $rule.to | nindent 4 }}
+  ports:
+    {{- toYaml $rule.ports | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- with .Values.networkPolicy.extraEgress }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}

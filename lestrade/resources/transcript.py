@@ -1,27 +1,39 @@
-"""The lossless transcript of a run, kept in ConfigMaps the resource owns.
+"""The lossless transcript of a run: an append-only log of records in ConfigMaps the resource owns.
 
 Status must stay small, but a restarted operator needs every message to resume, and the API
-must be able to return the whole conversation. So every message, every tool-call intent and
-every decision acted upon is appended to ConfigMaps named `<owner>-transcript-<uid>-<n>`, owned by the
-Investigation (garbage-collected with it), labelled with the owner's uid, each kept under
-`chunk_limit` bytes. A chunk is only ever extended, never rewritten; a new chunk starts when the
-current one is full.
+must be able to return (and stream) the whole conversation. So everything a run does is
+appended as a *record* to ConfigMaps named `<owner>-transcript-<uid>-<n>`, owned by the
+Investigation or Conversation (garbage-collected with it), labelled with the owner's uid, each
+kept under `chunk_limit` bytes. A chunk is only ever extended, never rewritten; a new chunk
+starts when the current one is full.
 
-Keys (all values are JSON, ASCII-only so the byte size is the string length):
+Record `n` is stored under the key `r-<n, 7 digits>` (a record too big for one chunk is split
+into parts `r-0000042.000`, `r-0000042.001`, ... whose strings concatenate to the JSON). Every
+record is a JSON object whose `t` says what it is (`RecordType`); its number is its `seq`, so
+the records *are* the progress sequence a client streams (`lestrade.resources.progress`):
+ordered, gap-free, and the same for every reader.
 
-- `m-000042`: raw message 42 (an OpenAI chat message dict), numbered in append order.
-  A message too big for one chunk is stored as parts `m-000042.000`, `m-000042.001`, ...,
-  possibly in consecutive chunks; the parts' strings concatenate to the JSON.
-- `s-<key>`: `{"id": call_id}` — the tool call is about to run. Written *before* the tool runs,
-  so a restart knows which calls may have had effects and must never run again.
-- `d-<key>`: `{"id", "approved", "reason"}` — a person's decision the run acted upon.
-- `c-000003`: `{"at": 57, "messages": [...]}` — the engine compacted its working history at
-  raw message 57; the working history is `messages` followed by raw messages from 57 on.
-  Large compaction records are split into parts like messages.
+- `message`: `{"message": {...}}` — an OpenAI chat message added to the conversation.
+- `tool_started`: `{"id", "digest"}` — the call is about to run. Stored *before* the tool runs,
+  so a restart knows which calls may have had effects and must never run again. `digest` is
+  the `sha256:` digest of the call's tool name and exact arguments (also in the records below).
+- `tool_result`: `{"id", "name", "status", "description", "digest"}` — how a call ended (its
+  output is the tool message that follows).
+- `approval_needed`: `{"pending": [{toolCallId, toolName, description, params, digest,
+  frontend?}]}` (`frontend: true`: a call of a pause-mode frontend tool, which the client runs).
+- `decision`: `{"id", "approved", "reason", "digest"}` — a person's decision the run acted
+  upon, bound to the digest of the call that waited for it.
+- `tokens`: `{"promptTokens", "completionTokens", "totalTokens", "cost"}` of one model call,
+  with the window then (`breakdown` by role, `maxTokens`, `maxOutputTokens`, `truncations`).
+- `compaction`: `{"at", "messages", "tokensBefore", "tokensAfter"}` — the working history
+  became `messages` followed by the raw messages from number `at` on.
+- `turn`: `{"index"}` — a Conversation turn starts (its user message follows).
+- `answer`: `{"text", "sections"?}` — the run (or turn) answered.
+- `error`: `{"reason", "message"}` — the run (or turn) failed.
 
-Every write is one merge patch (or create) whose keys are deterministic, so retrying a write
-is harmless, and writes are strictly ordered, so what is stored is always a prefix of what
-was appended: a crash loses at most the unsynced tail, never a record in the middle.
+Every write is one merge patch (or create) whose keys are deterministic, so retrying a write is
+harmless, and writes are strictly ordered, so what is stored is always a prefix of what was
+appended: a crash loses at most the unsynced tail, never a record in the middle.
 
 Writes are pipelined: `append_*` only buffers, `flush_soon()` starts writing in the background
 (overlapping the next model call), and `sync()` waits until everything appended so far is
@@ -36,13 +48,16 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from .kube import Kube, is_conflict
+from lestrade.kube import Kube, api_path, is_conflict
 
 __all__ = [
     "DEFAULT_CHUNK_LIMIT",
     "TRANSCRIPT_LABEL",
+    "CHUNK_LABEL",
+    "RecordType",
     "TranscriptState",
     "Transcript",
     "decode_chunks",
@@ -53,15 +68,20 @@ DEFAULT_CHUNK_LIMIT = 512 * 1024
 TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"
 CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 
-_KEY_SAFE = re.compile(r"^[-._a-zA-Z0-9]{1,200}$")
-_MESSAGE_KEY = re.compile(r"^([mc])-(\d{6,})(?:\.(\d{3,}))?$")
+_RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
 
 
-def _id_key(prefix: str, call_id: str) -> str:
-    """A ConfigMap-safe key for a tool call id (ids are model-chosen strings)."""
-    if _KEY_SAFE.match(call_id):
-        return f"{prefix}-{call_id}"
-    return f"{prefix}-h{hashlib.sha256(call_id.encode()).hexdigest()[:32]}"
+class RecordType(StrEnum):
+    MESSAGE = "message"
+    TOOL_STARTED = "tool_started"
+    TOOL_RESULT = "tool_result"
+    APPROVAL_NEEDED = "approval_needed"
+    DECISION = "decision"
+    TOKENS = "tokens"
+    COMPACTION = "compaction"
+    TURN = "turn"
+    ANSWER = "answer"
+    ERROR = "error"
 
 
 def _dumps(value: Any) -> str:
@@ -83,16 +103,55 @@ def chunk_name(owner_name: str, owner_uid: str, index: int) -> str:
 
 @dataclass
 class TranscriptState:
-    """What a transcript holds, decoded."""
+    """What a transcript holds: the records in order, and the views a run needs of them."""
 
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Every record in order; `records[n]` has seq n."""
     messages: list[dict[str, Any]] = field(default_factory=list)
     """Every raw message, in order."""
+    message_seqs: list[int] = field(default_factory=list)
+    """The seq of each raw message's record."""
     started: set[str] = field(default_factory=set)
     """Tool call ids whose execution was about to start (intent recorded)."""
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Decisions the run acted upon: call id -> {approved, reason}."""
+    """Decisions the run acted upon: call id -> {approved, reason, digest}."""
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    """Compaction records ({at, messages}) in order."""
+    """Compaction records in order."""
+    turns: dict[int, int] = field(default_factory=dict)
+    """Conversation turn index -> seq of its `turn` record."""
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Adds one record (in order) and updates the views."""
+        seq = len(self.records)
+        self.records.append(record)
+        kind = record.get("t")
+        if kind == RecordType.MESSAGE:
+            self.messages.append(record["message"])
+            self.message_seqs.append(seq)
+        elif kind == RecordType.TOOL_STARTED:
+            self.started.add(record["id"])
+        elif kind == RecordType.DECISION:
+            self.decisions[record["id"]] = {
+                "approved": bool(record["approved"]),
+                "reason": record.get("reason"),
+                "digest": record.get("digest"),
+            }
+        elif kind == RecordType.COMPACTION:
+            self.compactions.append(record)
+        elif kind == RecordType.TURN:
+            self.turns.setdefault(int(record["index"]), seq)
+
+    def pending_digests(self) -> dict[str, str]:
+        """Call id -> digest of the calls the last `approval_needed` record asked about."""
+        for record in reversed(self.records):
+            if record.get("t") == RecordType.APPROVAL_NEEDED:
+                return {p["toolCallId"]: str(p.get("digest") or "") for p in record.get("pending") or []}
+        return {}
+
+    @property
+    def version(self) -> int:
+        """Messages plus compactions: what `status.version` of a Conversation counts."""
+        return len(self.messages) + len(self.compactions)
 
     def working_messages(self) -> list[dict[str, Any]]:
         """The history the engine continues from: the last compaction plus what followed."""
@@ -101,36 +160,33 @@ class TranscriptState:
         last = self.compactions[-1]
         return list(last["messages"]) + self.messages[int(last["at"]) :]
 
+    def since(self, seq: int) -> list[dict[str, Any]]:
+        """The records from `seq` on."""
+        return self.records[seq:]
+
 
 def decode_chunks(chunks: Iterable[Mapping[str, str]]) -> TranscriptState:
     """Decodes the `data` maps of a transcript's chunks (in chunk order) into its records."""
-    parts: dict[tuple[str, int], dict[int, str]] = {}
-    state = TranscriptState()
+    parts: dict[int, dict[int, str]] = {}
     for data in chunks:
         for key, value in data.items():
-            match = _MESSAGE_KEY.match(key)
+            match = _RECORD_KEY.match(key)
             if match:
-                kind, number, part = match.group(1), int(match.group(2)), match.group(3)
-                parts.setdefault((kind, number), {})[int(part) if part else 0] = value
-            elif key.startswith("s-"):
-                state.started.add(json.loads(value)["id"])
-            elif key.startswith("d-"):
-                record = json.loads(value)
-                state.decisions[record.pop("id")] = record
-    for kind in ("m", "c"):
-        numbers = sorted(n for k, n in parts if k == kind)
-        # Only a gap-free prefix counts; a tail with a missing part was never completely stored.
-        for expected, number in enumerate(numbers):
-            if number != expected:
-                break
-            pieces = parts[(kind, number)]
-            if sorted(pieces) != list(range(len(pieces))):
-                break
-            try:
-                record = json.loads("".join(pieces[i] for i in range(len(pieces))))
-            except json.JSONDecodeError:
-                break
-            (state.messages if kind == "m" else state.compactions).append(record)
+                number, part = int(match.group(1)), match.group(2)
+                parts.setdefault(number, {})[int(part) if part else 0] = value
+    state = TranscriptState()
+    # Only a gap-free prefix counts; a tail with a missing part was never completely stored.
+    for expected, number in enumerate(sorted(parts)):
+        if number != expected:
+            break
+        pieces = parts[number]
+        if sorted(pieces) != list(range(len(pieces))):
+            break
+        try:
+            record = json.loads("".join(pieces[i] for i in range(len(pieces))))
+        except json.JSONDecodeError:
+            break
+        state.apply(record)
     return state
 
 
@@ -159,12 +215,14 @@ class Transcript:
         self._lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
         self._stored_messages = 0
+        self.stored_records = 0
+        """Records known to be stored."""
 
     # -- reading -------------------------------------------------------------------------------
 
     @property
     def _base(self) -> str:
-        return f"/api/v1/namespaces/{self._namespace}/configmaps"
+        return api_path("v1", "configmaps", self._namespace)
 
     async def load(self) -> TranscriptState:
         """Reads every chunk of the owner's transcript (empty state when there is none)."""
@@ -179,6 +237,7 @@ class Transcript:
         self.state = decode_chunks(datas)
         self.chunks = [cm["metadata"]["name"] for cm in items]
         self._stored_messages = len(self.state.messages)
+        self.stored_records = len(self.state.records)
         if datas:
             self._chunk_bytes = sum(len(k) + len(v) for k, v in datas[-1].items())
             self._chunk_exists = True
@@ -191,31 +250,48 @@ class Transcript:
 
     def reference(self) -> dict[str, Any]:
         """The value of status.transcript."""
-        return {"kind": "ConfigMap", "names": list(self.chunks), "messages": self._stored_messages}
+        return {
+            "kind": "ConfigMap",
+            "names": list(self.chunks),
+            "messages": self._stored_messages,
+            "records": self.stored_records,
+        }
 
     # -- appending -----------------------------------------------------------------------------
 
-    def append_message(self, message: dict[str, Any]) -> None:
-        index = len(self.state.messages)
-        self.state.messages.append(message)
-        self._pending.extend(self._parts(f"m-{index:06d}", _dumps(message)))
+    def append(self, kind: RecordType, **fields: Any) -> int:
+        """Buffers one record; returns its seq."""
+        record = {"t": kind.value, **fields}
+        seq = len(self.state.records)
+        self.state.apply(record)
+        self._pending.extend(self._parts(f"r-{seq:07d}", _dumps(record)))
+        return seq
 
-    def append_started(self, call_id: str) -> None:
-        if call_id in self.state.started:
-            return
-        self.state.started.add(call_id)
-        self._pending.append((_id_key("s", call_id), _dumps({"id": call_id})))
+    def append_message(self, message: dict[str, Any]) -> int:
+        return self.append(RecordType.MESSAGE, message=message)
 
-    def append_decision(self, call_id: str, approved: bool, reason: str | None) -> None:
-        record = {"approved": approved, "reason": reason}
-        self.state.decisions[call_id] = record
-        self._pending.append((_id_key("d", call_id), _dumps({"id": call_id, **record})))
+    def append_started(self, call_id: str, digest: str = "") -> None:
+        if call_id not in self.state.started:
+            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest)
 
-    def append_compaction(self, messages: list[dict[str, Any]]) -> None:
-        index = len(self.state.compactions)
-        record = {"at": len(self.state.messages), "messages": messages}
-        self.state.compactions.append(record)
-        self._pending.extend(self._parts(f"c-{index:06d}", _dumps(record)))
+    def append_decision(
+        self, call_id: str, approved: bool, reason: str | None, digest: str | None = None
+    ) -> None:
+        if call_id not in self.state.decisions:
+            self.append(
+                RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest
+            )
+
+    def append_compaction(
+        self, messages: list[dict[str, Any]], tokens_before: int = 0, tokens_after: int = 0
+    ) -> None:
+        self.append(
+            RecordType.COMPACTION,
+            at=len(self.state.messages),
+            messages=messages,
+            tokensBefore=tokens_before,
+            tokensAfter=tokens_after,
+        )
 
     def _parts(self, key: str, value: str) -> list[tuple[str, str]]:
         if len(key) + len(value) <= self._part_size:
@@ -245,8 +321,10 @@ class Transcript:
             while self._pending:
                 entries, self._pending = self._pending, []
                 messages_after = len(self.state.messages)
+                records_after = len(self.state.records)
                 await self._write(entries)
                 self._stored_messages = max(self._stored_messages, messages_after)
+                self.stored_records = max(self.stored_records, records_after)
 
     async def _write(self, entries: list[tuple[str, str]]) -> None:
         batch: dict[str, str] = {}

@@ -1,0 +1,73 @@
+"""Redaction must stay linear on hostile text: each case is ~1 MB built to hit one rule's worst case.
+
+Prints the seconds per case beside the target (1 MB well under 1 s) and exits non-zero when a
+case misses it, so `make bench` notices a quadratic rule. The target is checked on CPU time, so
+other work on a shared machine does not fail it; wall time is printed beside it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from lestrade.operator.tools.redact import redact
+
+SIZE = 1_000_000
+TARGET_SECONDS = 1.0
+
+
+def _rep(unit: str) -> str:
+    return (unit * (SIZE // len(unit) + 1))[:SIZE]
+
+
+CASES = {
+    "letters": _rep("a"),
+    "dotted words": _rep("a."),
+    "key=key=": _rep("a="),
+    "password=password=": _rep("password="),
+    "open quotes": _rep('password="'),
+    "escaped quotes": _rep('\\"password\\":\\"'),
+    "colons": _rep(":"),
+    "url schemes": _rep("a://b:"),
+    "url no at": _rep("redis://:p"),
+    "flags": _rep("--password "),
+    "flag lists": _rep("- --password\n"),
+    "eyJ run": _rep("eyJ"),
+    "eyJ dots": _rep("eyJa."),
+    "sk- run": _rep("sk-"),
+    "AKIA run": _rep("AKIA"),
+    "digits": _rep("1"),
+    "BEGIN no END": _rep("-----BEGIN RSA PRIVATE KEY-----"),
+    "Bearer": _rep("Bearer "),
+    "Basic": _rep("Basic "),
+    "Authorization": _rep("Authorization: "),
+    "xml open tags": _rep("<password>"),
+    "xml attrs": _rep('<add key="password" value="'),
+    "json env": _rep('"name":"DB_PASSWORD","value":"'),
+    "yaml env": _rep("name: DB_PASSWORD\n"),
+    "yaml block": _rep("password: |\n"),
+    "secret data json": '"kind":"Secret"' + _rep('"data":{"a":"'),
+    "secret data yaml": "kind: Secret\n" + _rep("data:\n  a: b\n"),
+    "netrc": _rep("machine a login b password "),
+    "mysql": _rep("mysql -u "),
+    "spaces": "password" + _rep(" "),
+    "newlines": _rep("\n"),
+    "mixed log": _rep('2026-01-01T00:00:00Z level=info msg="GET /api?user=x&password=y" token=abc DB_PASSWORD=z\n'),
+}
+
+
+def main() -> int:
+    worst = 0.0
+    print(f"{'case':<22} {'MB':>5} {'cpu s':>8} {'wall s':>8}   target < {TARGET_SECONDS:.1f} cpu s per MB")
+    for name, text in CASES.items():
+        cpu, wall = time.process_time(), time.perf_counter()
+        redact(text)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        worst = max(worst, cpu / (len(text) / SIZE))
+        print(f"{name:<22} {len(text) / SIZE:>5.2f} {cpu:>8.3f} {wall:>8.3f}")
+    print(f"worst: {worst:.3f} cpu s per MB (target < {TARGET_SECONDS:.1f})")
+    return 0 if worst < TARGET_SECONDS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

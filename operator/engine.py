@@ -1,0 +1,50 @@
+"""What every run of one process shares: API access, settings, models, the tool registry.
+
+The same Engine serves the operator (many runs in one event loop) and a Job's pod (one run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client as k8s
+
+from lestrade.config import ModelList
+from lestrade.kube import Kube
+from lestrade.operator.tools.base import ToolRegistry
+
+from .settings import OperatorSettings
+
+__all__ = ["Engine", "ToolsFactory"]
+
+ToolsFactory = Callable[[k8s.ApiClient], ToolRegistry]
+
+
+@dataclass
+class Engine:
+    """What every run shares: API access, settings, models and the tool registry factory."""
+
+    kube: Kube
+    api_client: k8s.ApiClient
+    settings: OperatorSettings
+    models: ModelList
+    tools: ToolsFactory
+    component: str = "lestrade-operator"
+    applied_decisions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """uid -> decisions already acted upon (from the transcript); used to judge new ones."""
+    owns_client: bool = False
+    active_runs: int = 0
+    """Runs in progress in this process (what the status interval stretches with)."""
+
+    def status_interval(self) -> float:
+        """Seconds between progress patches of one run: the configured interval, longer when
+        so many runs are active that together they would exceed the patch budget."""
+        budget = self.settings.status_patches_per_second
+        return max(self.settings.status_interval, self.active_runs / budget)
+
+    async def aclose(self) -> None:
+        await self.kube.aclose()
+        if self.owns_client:
+            self.api_client.close()

@@ -126,3 +126,44 @@ def test_the_requester_cannot_be_forged(
                 {"metadata": {"annotations": {REQUESTER_GROUPS_ANNOTATION: None}}},
                 _content_type="application/merge-patch+json")
         assert "cannot be changed" in removed.value.body
+
+
+def test_job_mode_pods_run_with_the_scope_too(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    tenancy: Any, tmp_path: Any,
+) -> None:
+    """A Job's pod gets the tenancy settings from the operator (PASSED_TO_JOBS) and its entry
+    point confines the run exactly as the operator does."""
+    import subprocess
+    import sys
+
+    from lestrade.operator.jobs import job_manifest
+    from lestrade.operator.settings import OperatorSettings
+    from lestrade.resources.views import view_of
+    from opkit import write_model_list
+
+    env = {"LESTRADE_TOOLS_SERVICE_ACCOUNT": tenancy.tools_account,
+           "LESTRADE_SCOPES_NAMESPACE": tenancy.scopes_namespace, "LESTRADE_SCOPE_POLICY": tenancy.policy}
+    fact = f"red-pier-{uuid.uuid4().hex[:6]}"
+    make_tenant(cluster, api_client, namespace)
+    with other_namespace(api_client, fact) as other, tenant_client(cluster, namespace) as as_tenant:
+        model_server.add_scenario(Scenario(name=scenario_name, steps=[
+            Step(tool_calls=[ToolCall(id="d-1", name="kubectl_describe",
+                                      arguments={"kind": "pod", "name": "payroll", "namespace": other})]),
+            Step(content="describe: {{ tool_output('kubectl_describe') }}"),
+        ]))
+        created = _create_as(as_tenant, namespace, "in-a-job", other)
+        settings = OperatorSettings.from_env({**env, "POD_NAMESPACE": namespace})
+        container = job_manifest(settings, view_of(created).ref, 1, 60)["spec"]["template"]["spec"]["containers"][0]
+        passed = {e["name"]: e.get("value") for e in container["env"]}
+        assert {k: passed.get(k) for k in env} == env
+
+        models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+        result = subprocess.run(
+            [sys.executable, *container["command"][1:], "--kubeconfig", str(cluster.kubeconfig)],
+            env={**os.environ, **passed, "LESTRADE_MODEL_LIST": str(models)} | {"POD_NAME": "job-pod"},
+            capture_output=True, text=True, timeout=180, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        status = wait_inv(api_client, namespace, "in-a-job", phase_is("Succeeded", "Failed"), timeout=60)["status"]
+        assert status["phase"] == "Succeeded" and status["scope"]["namespaces"] == [namespace]
+        assert "forbidden" in status["analysis"].lower() and fact not in status["analysis"], status["analysis"]

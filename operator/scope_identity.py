@@ -63,19 +63,22 @@ class ScopeIdentities:
         with self._lock:
             identity = self._identities.get(name)
             if identity is None:
-                self._ensure(name, scope.namespaces)
+                complete = self._ensure(name, scope.namespaces)
                 identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
-                self._identities[name] = identity
+                if complete:  # else a namespace created later gets its binding next time
+                    self._identities[name] = identity
         identity.refresh()
         return identity
 
-    def _ensure(self, name: str, namespaces: list[str]) -> None:
+    def _ensure(self, name: str, namespaces: list[str]) -> bool:
+        """Creates the account and its bindings; False when a namespace does not exist yet."""
         labels = {SCOPE_LABEL: name, "app.kubernetes.io/managed-by": "lestrade-operator"}
         account = k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(
             name=name, labels=labels,
             annotations={"lestrade.dev/namespaces": ",".join(sorted(namespaces))},
         ), automount_service_account_token=False)
         _created(self._core.create_namespaced_service_account, self.scopes_namespace, account)
+        complete = True
         for namespace in namespaces:
             binding = k8s.V1RoleBinding(
                 metadata=k8s.V1ObjectMeta(name=f"lestrade-{name}", labels=labels),
@@ -89,7 +92,9 @@ class ScopeIdentities:
             except k8s.ApiException as exc:
                 if exc.status != 404:  # a namespace that does not exist: nothing to read there
                     raise
+                complete = False
         logger.info("tools identity %s/%s reads %s", self.scopes_namespace, name, ", ".join(namespaces))
+        return complete
 
     def close(self) -> None:
         for identity in self._identities.values():

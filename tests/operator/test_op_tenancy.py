@@ -167,3 +167,45 @@ def test_job_mode_pods_run_with_the_scope_too(
         status = wait_inv(api_client, namespace, "in-a-job", phase_is("Succeeded", "Failed"), timeout=60)["status"]
         assert status["phase"] == "Succeeded" and status["scope"]["namespaces"] == [namespace]
         assert "forbidden" in status["analysis"].lower() and fact not in status["analysis"], status["analysis"]
+
+
+def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, tenancy: Any,
+) -> None:
+    """Clusters without MutatingAdmissionPolicy (the chart's default): the validating policy
+    alone keeps the requester truthful at creation. The mutating binding is removed for the
+    test and restored after."""
+    from lestrade.operator.requester_policy import POLICY_NAME
+
+    tenant = make_tenant(cluster, api_client, namespace)
+    k8s.CustomObjectsApi(api_client).delete_cluster_custom_object(
+        "admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicybindings", POLICY_NAME)
+    try:
+        with tenant_client(cluster, namespace) as as_tenant:
+            forged = {REQUESTED_BY_ANNOTATION: "kubernetes-admin"}
+            attempt = iter(range(10_000))
+
+            def refused() -> bool:
+                try:
+                    _create_as(as_tenant, namespace, f"forged-{next(attempt)}", "x", annotations=forged)
+                except k8s.ApiException as exc:
+                    assert exc.status in (403, 422), exc.body
+                    return "must be your own user name" in exc.body
+                return False
+
+            from opkit import wait_until
+            wait_until("the mutating policy to stop applying", refused, timeout=60, interval=0.3)
+            with pytest.raises(k8s.ApiException) as claimed:
+                _create_as(as_tenant, namespace, "claims-masters", "x",
+                           annotations={REQUESTER_GROUPS_ANNOTATION: "system:masters"})
+            assert "names a group you are not in" in claimed.value.body
+            truthful = _create_as(as_tenant, namespace, "truthful", "x", annotations={
+                REQUESTED_BY_ANNOTATION: tenant,
+                REQUESTER_GROUPS_ANNOTATION: f"system:serviceaccounts:{namespace}"})
+            assert truthful["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == tenant
+            silent = _create_as(as_tenant, namespace, "silent", "x")
+            assert REQUESTED_BY_ANNOTATION not in (silent["metadata"].get("annotations") or {})
+    finally:
+        import tenantkit
+        tenantkit._installed.clear()
+        install_requester_policies(api_client, namespace)

@@ -539,7 +539,8 @@ def _scope_instructions(scope: RunScope | None) -> str | None:
     return (
         "Access scope: your tools can read only these namespaces: " + ", ".join(scope.namespaces)
         + " (and cluster-scoped objects such as nodes). Anything in another namespace is "
-        "forbidden to you by the Kubernetes API, on purpose. If the question is about another "
+        "forbidden to you by the Kubernetes API, on purpose, and so is listing across all "
+        "namespaces: always pass one of these namespaces. If the question is about another "
         "namespace, do not guess: say plainly that this run is not allowed to read it and that "
         "a cluster admin can grant wider scope."
     )

@@ -91,6 +91,7 @@ class ScopedTools:
             enable_write_tools=settings.enable_write_tools,
             enable_bash=settings.enable_bash,
             write_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
+            scope_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
         )
 
     def __call__(self, api_client: k8s.ApiClient, scope: RunScope | None = None) -> ToolRegistry:

@@ -38,6 +38,7 @@ def default_registry(
     runbook_namespaces: list[str] | None = None,
     runbook_api_client: ApiClient | None = None,
     write_namespaces: list[str] | None = None,
+    scope_namespaces: list[str] | None = None,
     enable_write_tools: bool = False,
     enable_bash: bool = True,
     bash_env: Mapping[str, str] | None = None,
@@ -46,9 +47,10 @@ def default_registry(
     `runbook_namespaces` are the only namespaces whose labelled ConfigMaps are runbooks;
     `tool_workdir` is the private folder bash's children work (and may write) in;
     `runbook_api_client` reads the runbook ConfigMaps (the admin's, so not the run's scoped
-    identity); `write_namespaces` confines the write tools to the run's scope."""
+    identity); `write_namespaces` confines the write tools to the run's scope;
+    `scope_namespaces` makes the Kubernetes tools' cross-namespace lists cover the scope."""
     toolsets = [
-        kubernetes_toolset(api_client),
+        kubernetes_toolset(api_client, namespaces=scope_namespaces),
         runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
     ]

@@ -41,9 +41,10 @@ def _ask_about(model_server: Any, name: str, other: str) -> None:
                      arguments={"kind": "pod", "name": "payroll", "namespace": other}),
             ToolCall(id="bash-1", name="bash",
                      arguments={"command": f"kubectl get pod payroll -n {other} -o yaml"}),
+            ToolCall(id="find-1", name="kubectl_find_resource", arguments={"keyword": "payroll", "kind": "pod"}),
         ]),
         Step(content="## Findings\ndescribe: {{ tool_output('kubectl_describe') }}\n"
-                     "bash: {{ tool_output('bash') }}"),
+                     "bash: {{ tool_output('bash') }}\nfind: {{ tool_output('kubectl_find_resource') }}"),
     ]))
 
 
@@ -76,9 +77,12 @@ def test_a_tenant_cannot_read_another_namespace_until_a_grant_says_so(
         assert scope["identity"].startswith(f"system:serviceaccount:{tenancy.scopes_namespace}:scope-")
         analysis = status["analysis"]
         assert fact not in analysis
-        describe_part, bash_part = analysis.split("bash:", 1)
+        describe_part, rest = analysis.split("bash:", 1)
+        bash_part, find_part = rest.split("find:", 1)
         assert "forbidden" in describe_part.lower() and other in describe_part, analysis
         assert "forbidden" in bash_part.lower(), analysis
+        # A search "everywhere" covers the scope only: nothing found, and no error either.
+        assert "No pod match 'payroll'" in find_part and other not in find_part, analysis
         # The model was told its reach in its instructions.
         (messages, _chunks) = transcript_messages(api_client, done)
         system = next(m for m in messages.messages if m["role"] == "system")["content"]
@@ -96,6 +100,8 @@ def test_a_tenant_cannot_read_another_namespace_until_a_grant_says_so(
         assert status["scope"]["namespaces"] == sorted([namespace, other])
         assert f"group system:serviceaccounts:{namespace}" in status["scope"]["reason"]
         assert status["analysis"].count(fact) >= 2, status["analysis"]  # describe and bash both read it
+        find_part = status["analysis"].split("find:", 1)[1]
+        assert "payroll" in find_part and other in find_part, status["analysis"]
 
 
 def test_the_requester_cannot_be_forged(

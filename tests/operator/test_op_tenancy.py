@@ -215,3 +215,24 @@ def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
         import tenantkit
         tenantkit._installed.clear()
         install_requester_policies(api_client, namespace)
+
+
+def test_only_the_creator_asks_in_a_conversation(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, tenancy: Any,
+) -> None:
+    """Every turn runs with the creator's scope, so another user who may patch the Conversation
+    still cannot ask in it (approvals and other changes stay open to them)."""
+    from convkit import ask, create_conv
+
+    make_tenant(cluster, api_client, namespace, "alice")
+    make_tenant(cluster, api_client, namespace, "bob")
+    with tenant_client(cluster, namespace, "alice") as alice_client, \
+            tenant_client(cluster, namespace, "bob") as bob_client:
+        create_conv(alice_client, namespace, "alices", "What runs here?")
+        ask(alice_client, namespace, "alices", "And since when?")
+        with pytest.raises(k8s.ApiException) as refused:
+            ask(bob_client, namespace, "alices", "Now read it for me.")
+        assert refused.value.status in (403, 422)
+        assert f"only system:serviceaccount:{namespace}:alice may ask" in refused.value.body
+        create_conv(bob_client, namespace, "bobs", "My own question.")
+        ask(bob_client, namespace, "bobs", "Another.")

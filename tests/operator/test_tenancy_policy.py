@@ -90,8 +90,10 @@ def test_write_tools_refuse_namespaces_outside_the_scope() -> None:
 
 def test_requester_template_is_the_generated_policy() -> None:
     text = (CHART / "templates" / "requester-policy.yaml").read_text()
+    assert text == requester_policy.chart_template(), \
+        "regenerate: python -m lestrade.operator.requester_policy > charts/lestrade/templates/requester-policy.yaml"
     validating, mutating = text.split("{{- if .Values.tenancy.mutatingPolicy }}")
-    validating_body = "\n".join(validating.splitlines()[1:])
-    mutating_body = "\n".join(mutating.splitlines()[:-2])
-    assert [d for d in yaml.safe_load_all(validating_body) if d] == requester_policy.validating_manifests()
-    assert [d for d in yaml.safe_load_all(mutating_body) if d] == requester_policy.mutating_manifests()
+    assert [d for d in yaml.safe_load_all("\n".join(validating.splitlines()[1:])) if d] == \
+        requester_policy.validating_manifests()
+    assert [d for d in yaml.safe_load_all("\n".join(mutating.splitlines()[:-2])) if d] == \
+        requester_policy.mutating_manifests()

@@ -28,6 +28,8 @@ EVERYTHING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     "existingSecret": "my-models",
     "tools": {"prometheusUrl": "http://prometheus.monitoring:9090"},
+    "tenancy": {"mutatingPolicy": True, "grants": [{"groups": ["sre"], "namespaces": ["*"]},
+                                                   {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]}]},
 }
 VARIANTS = {
     "defaults": {},

@@ -97,3 +97,30 @@ def test_requester_template_is_the_generated_policy() -> None:
         requester_policy.validating_manifests()
     assert [d for d in yaml.safe_load_all("\n".join(mutating.splitlines()[:-2])) if d] == \
         requester_policy.mutating_manifests()
+
+
+def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    from lestrade.localcluster.build import ensure_binaries
+
+    helm = ensure_binaries(["helm"], quiet=True)["helm"]
+    grants = [{"groups": ["sre"], "namespaces": ["*"]}, {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]}]
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps({"tenancy": {"grants": grants}}))
+    result = subprocess.run([str(helm), "template", "r", str(CHART), "--namespace", "ops", "-f", str(values)],
+                            capture_output=True, text=True, timeout=120, check=False,
+                            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (policy,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "r-lestrade-scope-policy"]
+    parsed = parse_policy(policy["data"]["grants.yaml"])
+    assert parsed.error is None and len(parsed.grants) == 2
+    assert decide_scope("team-a", None, parsed).namespaces == ["team-a", "team-a-db"]
+    assert decide_scope("x", Requester(username="u", groups=["sre"]), parsed).cluster
+    operator = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in operator["env"]}
+    assert env["LESTRADE_SCOPES_NAMESPACE"] == "r-lestrade-scopes"
+    assert env["LESTRADE_SCOPE_POLICY"] == "ops/r-lestrade-scope-policy"
+    assert env["LESTRADE_TOOLS_READ_ROLE"] == "r-lestrade-tools-read"

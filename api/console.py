@@ -42,7 +42,7 @@ from lestrade.resources.summary import run_summary, timeline
 
 from .auth import Verdict, writer_for
 from .chats import ClientError, apiserver_refusal, check_model
-from .services import Services, services
+from .services import services
 from .sse import KeepAlive
 
 __all__ = ["router", "STATIC", "PUBLIC_PREFIX"]
@@ -118,9 +118,20 @@ async def _require(request: Request, verb: str, plural: str, namespace: str) -> 
                                                 f"{namespace}; grant it with a Role/RoleBinding")
 
 
-def _plural(plural: str) -> str:
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_NAMESPACE = re.compile(NAMESPACE_PATTERN)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _ref(plural: str, namespace: str, name: str) -> str:
+    """The resource's plural, once the path's parts are known to be names (never `..` or a
+    slash smuggled into the apiserver path)."""
     if plural not in PLURALS:
         raise ClientError(404, "kind", f"{plural!r} is neither investigations nor conversations")
+    if len(namespace) > 63 or not _NAMESPACE.match(namespace):
+        raise ClientError(400, "namespace", f"{namespace!r} is not a namespace name")
+    if len(name) > 253 or not _NAME.match(name):
+        raise ClientError(400, "name", f"{name!r} is not a resource name")
     return plural
 
 
@@ -158,7 +169,7 @@ async def run(plural: str, namespace: str, name: str, request: Request) -> dict[
     """One run: its summary, its transcript as a timeline, and whether the caller may decide
     its pending calls (and ask a Conversation more)."""
     svc = services(request)
-    await _require(request, "get", _plural(plural), namespace)
+    await _require(request, "get", _ref(plural, namespace, name), namespace)
     obj = await svc.follower.get(plural, namespace, name)
     if obj is None:
         raise ClientError(404, "name", f"no {plural} {name!r} in namespace {namespace}")
@@ -227,7 +238,7 @@ async def decide(plural: str, namespace: str, name: str, body: DecisionsIn, requ
     """Approve or deny pending calls as the caller; each decision carries the digest of the
     call that was pending (the call the person saw), so a different call is never run."""
     svc = services(request)
-    await _require(request, "patch", _plural(plural), namespace)
+    await _require(request, "patch", _ref(plural, namespace, name), namespace)
     obj = await svc.follower.get(plural, namespace, name)
     if obj is None:
         raise ClientError(404, "name", f"no {plural} {name!r} in namespace {namespace}")
@@ -249,7 +260,7 @@ async def decide(plural: str, namespace: str, name: str, body: DecisionsIn, requ
 
 
 class InvestigationIn(BaseModel):
-    namespace: str | None = Field(default=None, max_length=63)
+    namespace: str | None = Field(default=None, max_length=63, pattern=NAMESPACE_PATTERN)
     title: str = Field(min_length=1, max_length=1024)
     description: str | None = Field(default=None, max_length=65536)
     question: str | None = Field(default=None, max_length=32768)
@@ -276,7 +287,7 @@ async def start_investigation(body: InvestigationIn, request: Request) -> dict[s
 
 class AskIn(BaseModel):
     ask: str = Field(min_length=1, max_length=32768)
-    namespace: str | None = Field(default=None, max_length=63)
+    namespace: str | None = Field(default=None, max_length=63, pattern=NAMESPACE_PATTERN)
     model: str | None = Field(default=None, max_length=253)
     enable_tool_approval: bool = True
 
@@ -300,7 +311,7 @@ async def ask_more(namespace: str, name: str, body: AskIn, request: Request) -> 
     """Another question in a Conversation, as the caller (optimistic concurrency: a turn asked
     meanwhile by someone else is kept)."""
     svc = services(request)
-    await _require(request, "patch", CONVERSATION_PLURAL, namespace)
+    await _require(request, "patch", _ref(CONVERSATION_PLURAL, namespace, name), namespace)
     path = resource_path(CONVERSATION_PLURAL, namespace, name)
     for _ in range(5):
         obj = await svc.follower.get(CONVERSATION_PLURAL, namespace, name)

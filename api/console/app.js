@@ -165,7 +165,7 @@ function timelineItem(item) {
         " ", h("span", { class: "status" }, item.status)),
       params(item.params),
       item.output !== null && item.output !== undefined ? h("pre", { class: "output" }, item.output) : h("p", { class: "muted" }, "no output yet"));
-    case "approval": return h("div", { class: "event" }, `⏸ waiting for approval: ${item.pending.map((p) => p.toolCallId).join(", ")}`);
+    case "approval": return h("div", { class: "event" }, `waiting for approval: ${item.pending.map((p) => p.toolCallId).join(", ")}`);
     case "decision": return h("div", { class: "event" }, `${item.approved ? "✔ approved" : "✘ denied"} ${item.id}${item.reason ? `: ${item.reason}` : ""}`);
     case "tokens": return h("div", { class: "event tokens" }, `tokens +${item.totalTokens} (prompt ${item.promptTokens}, completion ${item.completionTokens}) $${item.cost.toFixed(6)}`);
     case "compaction": return h("div", { class: "event" }, `history compacted to ${item.messages} messages`);
@@ -178,8 +178,10 @@ function timelineItem(item) {
 function renderRun(detail, path, refresh) {
   const s = detail.summary;
   const conversation = s.kind === "Conversation";
-  const sections = s.sections && Object.keys(s.sections).length
-    ? Object.entries(s.sections).map(([title, text]) => h("section", { class: "section" }, h("h3", {}, title), markdown(text)))
+  const named = Object.entries(s.sections || {}).filter(([, text]) => text);
+  const sections = named.length
+    ? h("details", { class: "card sections", id: "sections" }, h("summary", {}, `Sections (${named.length})`),
+      named.map(([title, text]) => h("section", { class: "section" }, h("h4", {}, title), markdown(text))))
     : null;
   const askForm = conversation ? h("form", { id: "ask", class: "card", onsubmit: async (e) => {
     e.preventDefault();

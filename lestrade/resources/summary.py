@@ -158,8 +158,11 @@ def timeline(state: TranscriptState, since: int = 0) -> list[dict[str, Any]]:
         elif kind == RecordType.TURN:
             items.append({"seq": seq, "kind": "turn", "index": int(record.get("index") or 0)})
         elif kind == RecordType.ANSWER:
-            items.append({"seq": seq, "kind": "answer", "text": str(record.get("text") or ""),
-                          "sections": record.get("sections")})
+            text = str(record.get("text") or "")
+            # The final assistant message usually *is* the answer: shown once, as the answer.
+            if items and items[-1]["kind"] == "assistant" and items[-1]["text"].strip() == text.strip():
+                items.pop()
+            items.append({"seq": seq, "kind": "answer", "text": text, "sections": record.get("sections")})
         elif kind == RecordType.ERROR:
             items.append({"seq": seq, "kind": "error", "reason": str(record.get("reason") or ""),
                           "message": str(record.get("message") or "")})

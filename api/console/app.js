@@ -6,7 +6,7 @@ import { age, append, clear, cost, h } from "./dom.js";
 import { markdown } from "./markdown.js";
 
 const main = document.getElementById("main");
-const state = { me: null, onRun: null, stop: null };
+const state = { me: null, onRun: null, stop: null, draft: "" };
 
 function runPath(row) {
   const plural = row.kind === "Conversation" ? "conversations" : "investigations";
@@ -189,13 +189,14 @@ function renderRun(detail, path, refresh) {
     const note = e.target.querySelector(".note");
     try {
       await call("POST", `/api/console/runs/${path}/turns`, { ask: field.value });
-      field.value = "";
-      note.textContent = "";
+      state.draft = "";
+      main.querySelector("#ask textarea").value = "";
       refresh();
     } catch (error) {
       note.textContent = `Refused: ${error.message}`;
     }
-  } }, h("textarea", { name: "ask", rows: 2, required: true, placeholder: "Ask a follow-up question" }),
+  } }, h("textarea", { name: "ask", rows: 2, required: true, placeholder: "Ask a follow-up question",
+    oninput: (e) => { state.draft = e.target.value; } }),
     h("button", { type: "submit" }, "Ask"), h("p", { class: "note error" })) : null;
   return [
     h("div", { class: "bar" }, h("h2", { id: "run-title" }, s.title || s.name), phaseBadge(s.phase)),
@@ -212,6 +213,7 @@ function renderRun(detail, path, refresh) {
 }
 
 async function runView(path) {
+  state.draft = "";
   let version = null;
   let busy = null;
   const refresh = async () => {
@@ -222,10 +224,10 @@ async function runView(path) {
         if (detail.summary.resourceVersion !== version || !main.querySelector("#timeline")) {
           version = detail.summary.resourceVersion;
           const open = new Set([...main.querySelectorAll("details[open]")].map((d) => d.dataset.call));
-          const focused = main.querySelector("#ask textarea")?.value;
           show(renderRun(detail, path, refresh));
           main.querySelectorAll("details").forEach((d) => { if (open.has(d.dataset.call)) d.open = true; });
-          if (focused) main.querySelector("#ask textarea").value = focused;
+          const ask = main.querySelector("#ask textarea");
+          if (ask && state.draft) ask.value = state.draft;  // what the person was typing survives
         }
       } catch (error) {
         show(failure(error));

@@ -160,8 +160,9 @@ def timeline(state: TranscriptState, since: int = 0) -> list[dict[str, Any]]:
         elif kind == RecordType.ANSWER:
             text = str(record.get("text") or "")
             # The final assistant message usually *is* the answer: shown once, as the answer.
-            if items and items[-1]["kind"] == "assistant" and items[-1]["text"].strip() == text.strip():
-                items.pop()
+            last = next((i for i in reversed(items) if i["kind"] != "tokens"), None)
+            if last is not None and last["kind"] == "assistant" and last["text"].strip() == text.strip():
+                items.remove(last)
             items.append({"seq": seq, "kind": "answer", "text": text, "sections": record.get("sections")})
         elif kind == RecordType.ERROR:
             items.append({"seq": seq, "kind": "error", "reason": str(record.get("reason") or ""),

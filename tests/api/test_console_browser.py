@@ -129,6 +129,8 @@ def test_a_conversation_round_trip(
         expect(page.locator(".msg.answer")).to_have_count(2)
         expect(page.locator(".msg.answer").nth(1)).to_contain_text("Raise the limit to 512Mi.")
         expect(page.locator(".msg.user")).to_have_count(2)
+        expect(page.locator(".msg.assistant")).to_have_count(0)  # each answer shown once, as the answer
+        expect(page.locator("#ask textarea")).to_have_value("")
         expect(page.locator(".bar .phase")).to_have_text("Answered")
         shot(page, "chat")
     assert errors == []

@@ -53,6 +53,9 @@ def test_investigate_from_an_alert_approve_follow_list_and_transcript(
     assert "forbidden" in refused.err.lower() and "fix-1" in refused.out
     assert "decisions" not in get_inv(api_client, namespace, "crash")["spec"]
 
+    wrong = run_plugin(admin, namespace, "deny", "crash", "fix-9", "--reason", "no")
+    assert wrong.code == 2 and "fix-9 not waiting" in wrong.err and "waiting: fix-1" in wrong.err
+
     # Listed with its parameters, asked, approved as the kubeconfig's user, bound to the digest.
     approved = run_plugin(admin, namespace, "approve", "crash", stdin="y\n")
     assert approved.code == 0, approved

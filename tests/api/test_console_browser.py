@@ -9,7 +9,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from browser import browser, shot, signed_in
+from consolekit import browser, shot, signed_in
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import EFFECT_LABEL, count_effects

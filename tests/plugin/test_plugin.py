@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from conftest import grant, run_plugin
+from pluginkit import grant, run_plugin
 from lestrade.localcluster import binary_path
 from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import EFFECT_LABEL, count_effects, get_inv

@@ -18,6 +18,8 @@ import argparse
 import asyncio
 import sys
 
+from kubernetes.config.config_exception import ConfigException
+
 from lestrade.kube import ApiException
 
 from .commands import COMMANDS, ExitCode, UsageError
@@ -112,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted (the run goes on in the cluster)", file=sys.stderr)
         return 130
+    except ConfigException as exc:
+        print(f"kubectl lestrade: no usable kubeconfig: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     except FileNotFoundError as exc:
         print(f"kubectl lestrade {args.command}: {exc}", file=sys.stderr)
         return ExitCode.USAGE

@@ -43,6 +43,7 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
     with browser() as chromium:
         watcher = signed_in(chromium, s.base, viewer, errors)  # sits on the list, never reloads
         expect(watcher.locator("#live.on")).to_be_visible()  # the live stream is open
+        watcher.evaluate("window.sameDocument = true")  # gone if the page were ever reloaded
         expect(watcher.locator("#runs")).to_be_visible()
 
         page = signed_in(chromium, s.base, approver, errors)
@@ -57,6 +58,7 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
         row = watcher.locator(f"tr[data-key='investigations/{namespace}/{name}']")
         expect(row).to_contain_text("AwaitingApproval")
         expect(row).to_contain_text("1 waiting")
+        assert watcher.evaluate("window.sameDocument") is True
 
         # The approver's page paused live, with the call and its parameters.
         pending = page.locator("#approvals .pending[data-call='fix-1']")
@@ -80,6 +82,7 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
         expect(page.locator("#approvals .note")).to_contain_text(f"as system:serviceaccount:{namespace}:approver")
         expect(page.locator(".bar .phase")).to_have_text("Succeeded")
         expect(watcher.locator(".bar .phase")).to_have_text("Succeeded")
+        assert watcher.evaluate("window.sameDocument") is True  # followed live, not reloaded
         analysis = page.locator("#analysis")
         expect(analysis.locator("h4", has_text="Root cause")).to_be_visible()  # "##" under the page's own h3
         expect(analysis.locator("strong")).to_have_text("memory")

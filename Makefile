@@ -44,7 +44,7 @@ image: ## the container image (docker, or buildah/podman without a daemon); see 
 	IMAGE=$(IMAGE) hack/image/build.sh
 
 e2e-kind: deps binaries ## a kind cluster, the image loaded, the chart installed, e2e/ against it
-	IMAGE=$(IMAGE) PY=$(PY) HELM=$$($(PY) -m lestrade.localcluster path helm) e2e/kind/run.sh
+	IMAGE=$(IMAGE) PY=$(PY) e2e/kind/run.sh
 
 clean:
 	rm -rf .venv .lestrade

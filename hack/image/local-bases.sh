@@ -19,10 +19,14 @@ debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
 rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
 # the official python image answers to `python` too
 ln -sf python3 "$work/rootfs/usr/bin/python"
+# Trust what this host trusts (a machine behind a TLS-inspecting proxy has its own CA there);
+# pip and uv read the bundle named by these variables.
+cp "${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" "$work/rootfs/etc/ssl/certs/ca-certificates.crt"
 
 python=$($BUILDAH from scratch)
 $BUILDAH copy "$python" "$work/rootfs" /
-$BUILDAH config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd '["python3"]' "$python"
+$BUILDAH config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd '["python3"]' \
+  --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt --env PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$python"
 $BUILDAH commit --rm "$python" localhost/lestrade-base-python
 
 go=$($BUILDAH from localhost/lestrade-base-python)

@@ -90,7 +90,10 @@ class LocalRelease:
     def uninstall(self) -> None:
         if self.pod is not None:
             self.pod.stop()
-        kept = [d for d in self.docs if d["kind"] not in NOT_APPLIED | {"CustomResourceDefinition"}]
+        # CRDs and the admission policy (one fixed name, the operator's own) are shared with
+        # whatever else runs on the cluster: left in place, as `helm uninstall` keeps CRDs.
+        shared = {"CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+        kept = [d for d in self.docs if d["kind"] not in NOT_APPLIED | shared]
         if kept:
             subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={self.cluster.kubeconfig}", "delete",
                             "--ignore-not-found", "--wait=false", "-f", "-"],

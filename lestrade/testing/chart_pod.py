@@ -38,7 +38,7 @@ __all__ = ["ChartPod"]
 
 @dataclass
 class ChartPod:
-    """One replica of a rendered Deployment, as processes. `start()`, then `stop()`/`kill()`."""
+    """One replica of a rendered Deployment, as processes. `start()`, then `stop()`."""
 
     deployment: dict[str, Any]
     cluster: Any  # LocalCluster | ExternalCluster: kubeconfig_for(), api_client()
@@ -100,16 +100,6 @@ class ChartPod:
         """SIGTERM to every container (Kubernetes' graceful stop), SIGKILL after a grace period."""
         for process in self.processes.values():
             process.stop(timeout=30)
-
-    def kill(self, container: str | None = None) -> None:
-        """SIGKILL, as when a node dies: no handler of the process runs."""
-        import os
-        import signal
-
-        for name, process in self.processes.items():
-            if container in (None, name) and process.popen and process.popen.poll() is None:
-                os.killpg(process.popen.pid, signal.SIGKILL)
-                process.popen.wait(30)
 
     def logs(self) -> str:
         return "".join(f"\n--- {p.name}:\n{p.log_tail(60)}" for p in self.processes.values())

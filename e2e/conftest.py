@@ -10,6 +10,9 @@ Two targets, the same scenarios:
   e.g. through `kubectl port-forward`), LESTRADE_E2E_RELEASE_NAMESPACE (default
   lestrade-system) and LESTRADE_E2E_NAMESPACE (where the scenarios create their workloads and
   Investigations; default lestrade-e2e, created when missing).
+- the local control plane with the pod's containers run from a built image:
+  LESTRADE_E2E_IMAGE=localhost/lestrade:dev (hack/image/verify.sh runs each container's command
+  chrooted into the image, root filesystem read-only, as the image's USER; needs buildah).
 """
 
 from __future__ import annotations
@@ -62,8 +65,12 @@ def deployed(cluster: Any, api_client: k8s.ApiClient, crds: None,
     # operators other tests run in this session never see these Investigations, nor it theirs.
     namespace = f"lestrade-e2e-{uuid.uuid4().hex[:6]}"
     _ensure_namespace(api_client, namespace)
+    image = os.environ.get("LESTRADE_E2E_IMAGE")
+    runner = [str(Path(__file__).resolve().parents[1] / "hack" / "image" / "verify.sh")] if image else None
+    if image:
+        os.environ["IMAGE"] = image  # read by verify.sh
     release = LocalRelease(cluster, "e2e", namespace, Path(tmp_path_factory.mktemp("release")),
-                           values={"operator": {"watchNamespaces": [namespace]}})
+                           values={"operator": {"watchNamespaces": [namespace]}}, runner=runner)
     try:
         release.install()
         assert release.pod is not None

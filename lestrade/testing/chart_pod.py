@@ -12,12 +12,15 @@ What a kubelet would do, done on this machine against the local control plane:
   since containers of a pod share localhost), and `0.0.0.0` becomes `127.0.0.1`;
 - readiness: the containers' own readinessProbes (httpGet), or a TCP connect to their ports.
 
-The image's kubectl is the pinned build's (`binary_path('kubectl')`), put first on PATH.
+The processes run this checkout's code, with the pinned build's kubectl (`binary_path`) first on
+PATH; or, with `runner` (e.g. hack/image/verify.sh), the image's code, kubectl and environment:
+the runner gets `VAR=value ...` and the container's command.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import socket
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 
 from lestrade.localcluster import binary_path
@@ -46,6 +50,7 @@ class ChartPod:
     pod_name: str = "lestrade-local-0"
     ports: dict[int, int] = field(default_factory=dict)  # containerPort → local port
     processes: dict[str, ManagedProcess] = field(default_factory=dict)
+    runner: list[str] | None = None  # runs a container's command in the image (see module doc)
 
     @property
     def namespace(self) -> str:
@@ -67,8 +72,8 @@ class ChartPod:
 
     def start(self, *, ready_timeout: float = 120) -> ChartPod:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        kubeconfig = self.cluster.kubeconfig_for(self.namespace, self.service_account,
-                                                 self.workdir / "kubeconfig")
+        kubeconfig = _self_contained(self.cluster.kubeconfig_for(
+            self.namespace, self.service_account, self.workdir / "kubeconfig"))
         for container in self.spec["containers"]:
             for port in container.get("ports", []):
                 self.ports.setdefault(int(port["containerPort"]), free_port())
@@ -78,15 +83,22 @@ class ChartPod:
         kubectl = bin_dir / "kubectl"
         if not kubectl.exists():
             kubectl.symlink_to(binary_path("kubectl"))
+        if self.runner:
+            self._own_volumes()
         for container in self.spec["containers"]:
             mounts = {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}
-            env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "KUBECONFIG": str(kubeconfig)}
+            env = {"KUBECONFIG": str(kubeconfig)}
             for var in container.get("env", []):
                 env[var["name"]] = self._rewrite(self._env_value(var), mounts)
             env.setdefault("TMPDIR", mounts.get("/tmp", str(self.workdir)))
             command = [self._rewrite(str(a), mounts) for a in [*container["command"], *container.get("args", [])]]
-            if command[0] in ("python", "python3"):
-                command[0] = sys.executable
+            if self.runner:
+                command = [*self.runner, *(f"{k}={v}" for k, v in env.items()), *command]
+                env = {**os.environ, "BIND_HOST_DIR": str(self.workdir)}
+            else:
+                env["PATH"] = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
+                if command[0] in ("python", "python3"):
+                    command[0] = sys.executable
             process = ManagedProcess(f"{self.pod_name}/{container['name']}", command,
                                      self.workdir / f"{container['name']}.log", env=env)
             self.processes[container["name"]] = process.start()
@@ -152,6 +164,14 @@ class ChartPod:
             folders[volume["name"]] = str(folder)
         return folders
 
+    def _own_volumes(self) -> None:
+        """What the kubelet does for `fsGroup`: the pod's files belong to the pod's user/group
+        (they are read by the image's non-root user)."""
+        security = self.spec.get("securityContext") or {}
+        uid, gid = int(security.get("runAsUser", 0)), int(security.get("fsGroup", security.get("runAsGroup", 0)))
+        for path in [self.workdir, *self.workdir.rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
     def _rewrite(self, value: str, mounts: dict[str, str]) -> str:
         value = value.replace("0.0.0.0", "127.0.0.1")
         if value.isdigit() and int(value) in self.ports:
@@ -178,3 +198,14 @@ class ChartPod:
 def _connects(port: int) -> bool:
     with socket.create_connection(("127.0.0.1", port), timeout=2):
         return True
+
+
+def _self_contained(kubeconfig: Path) -> Path:
+    """The CA inlined, as in a pod's mounted service-account files: nothing outside the file."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    for entry in config.get("clusters", []):
+        ca = entry["cluster"].pop("certificate-authority", None)
+        if ca:
+            entry["cluster"]["certificate-authority-data"] = base64.b64encode(Path(ca).read_bytes()).decode()
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return kubeconfig

@@ -67,6 +67,7 @@ class LocalRelease:
     revision: int = 0
     pod: ChartPod | None = None
     docs: list[dict[str, Any]] = field(default_factory=list)
+    runner: list[str] | None = None  # ChartPod.runner: the image's code instead of this checkout's
 
     @property
     def deployment(self) -> dict[str, Any]:
@@ -102,7 +103,7 @@ class LocalRelease:
     def _new_pod(self) -> ChartPod:
         self.revision += 1
         return ChartPod(self.deployment, self.cluster, self.workdir / f"pod-{self.revision}",
-                        pod_name=f"{self.name}-{self.revision}")
+                        pod_name=f"{self.name}-{self.revision}", runner=self.runner)
 
     def _apply(self, docs: list[dict[str, Any]]) -> None:
         self.docs = docs

@@ -28,6 +28,8 @@ if [[ -n ${GO_MOD_CACHE:-} ]]; then
   [[ $builder == docker ]] && { echo "GO_MOD_CACHE needs buildah or podman (build-time volumes)" >&2; exit 1; }
   args+=(--volume "$GO_MOD_CACHE:/go-mod-cache")
 fi
-[[ $builder != docker ]] && args+=(--layers)
+# chroot isolation: RUN steps need no OCI runtime or cgroup setup (works inside containers and
+# sandboxes where crun/runc cannot start); BUILDAH_ISOLATION=oci to use the runtime instead.
+[[ $builder != docker ]] && args+=(--layers --isolation "${BUILDAH_ISOLATION:-chroot}")
 echo "make image: $builder ${args[*]} ."
 exec "$builder" "${args[@]}" .

@@ -78,10 +78,13 @@ class LocalRelease:
         self.pod = self._new_pod().start()
         return self
 
-    def upgrade(self, values: dict[str, Any] | None = None, chart: Path | None = None) -> LocalRelease:
-        """The new objects, then a rolling update of the pod (new one ready, old one stopped)."""
+    def upgrade(self, values: dict[str, Any] | None = None, chart: Path | None = None,
+                runner: list[str] | None = None) -> LocalRelease:
+        """The new objects, then a rolling update of the pod (new one ready, old one stopped).
+        `chart` and `runner` (another image, see ChartPod) make it an upgrade across versions."""
         self.values = self.values if values is None else values
         self.chart = chart or self.chart
+        self.runner = runner or self.runner
         self._apply(render_chart(self.name, self.namespace, self.values, self.chart))
         old, self.pod = self.pod, self._new_pod().start()
         if old is not None:

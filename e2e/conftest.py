@@ -28,7 +28,7 @@ import pytest
 from kubernetes import client as k8s
 
 from lestrade.testing.chart_pod import ChartPod
-from lestrade.testing.local_release import LocalRelease
+from lestrade.testing.local_release import LocalRelease, image_runner
 
 
 @dataclass
@@ -65,12 +65,8 @@ def deployed(cluster: Any, api_client: k8s.ApiClient, crds: None,
     # operators other tests run in this session never see these Investigations, nor it theirs.
     namespace = f"lestrade-e2e-{uuid.uuid4().hex[:6]}"
     _ensure_namespace(api_client, namespace)
-    image = os.environ.get("LESTRADE_E2E_IMAGE")
-    runner = [str(Path(__file__).resolve().parents[1] / "hack" / "image" / "verify.sh")] if image else None
-    if image:
-        os.environ["IMAGE"] = image  # read by verify.sh
     release = LocalRelease(cluster, "e2e", namespace, Path(tmp_path_factory.mktemp("release")),
-                           values={"operator": {"watchNamespaces": [namespace]}}, runner=runner)
+                           values={"operator": {"watchNamespaces": [namespace]}}, runner=image_runner())
     try:
         release.install()
         assert release.pod is not None

@@ -13,6 +13,7 @@ new objects, start the new pod, wait for it to be ready, then stop the old one (
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from lestrade.localcluster.processes import wait_until
 
 from .chart_pod import ChartPod
 
-__all__ = ["CHART", "render_chart", "LocalRelease", "NOT_APPLIED"]
+__all__ = ["CHART", "render_chart", "image_runner", "LocalRelease", "NOT_APPLIED"]
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 # Kinds that need a kubelet or a network to mean anything; the pod runs as processes instead.
@@ -46,6 +47,17 @@ def render_chart(release: str, namespace: str, values: dict[str, Any] | None = N
     if proc.returncode != 0:
         raise RuntimeError(f"helm template failed: {proc.stderr}")
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def image_runner() -> list[str] | None:
+    """With LESTRADE_E2E_IMAGE=<built image>, the pods' containers run from that image
+    (hack/image/verify.sh: chrooted, root filesystem read-only, as the image's USER; needs
+    buildah); else from this checkout."""
+    image = os.environ.get("LESTRADE_E2E_IMAGE")
+    if not image:
+        return None
+    os.environ["IMAGE"] = image  # read by verify.sh
+    return [str(CHART.parents[1] / "hack" / "image" / "verify.sh")]
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:

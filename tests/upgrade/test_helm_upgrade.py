@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
-from lestrade.testing.local_release import LocalRelease
+from lestrade.testing.local_release import LocalRelease, image_runner
 
 
 def steps_requested(model_server: Any, scenario: str) -> Counter[int]:
@@ -58,7 +58,7 @@ def test_helm_upgrade_mid_run_finishes_every_run_exactly_once(
         "operator": {"watchNamespaces": [namespace]},
         "api": {"enabled": False},
     }
-    release = LocalRelease(cluster, "upg", namespace, tmp_path, values).install()
+    release = LocalRelease(cluster, "upg", namespace, tmp_path, values, runner=image_runner()).install()
     try:
         for name, model in (("restart-web", approving), ("look-around", thinking)):
             custom.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "investigations", {

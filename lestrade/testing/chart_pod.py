@@ -109,9 +109,11 @@ class ChartPod:
         return self
 
     def stop(self) -> None:
-        """SIGTERM to every container (Kubernetes' graceful stop), SIGKILL after a grace period."""
+        """SIGTERM to every container (Kubernetes' graceful stop), SIGKILL after the pod's
+        terminationGracePeriodSeconds."""
+        grace = float(self.spec.get("terminationGracePeriodSeconds", 30))
         for process in self.processes.values():
-            process.stop(timeout=30)
+            process.stop(timeout=grace)
 
     def logs(self) -> str:
         return "".join(f"\n--- {p.name}:\n{p.log_tail(60)}" for p in self.processes.values())

@@ -50,7 +50,7 @@ trap cleanup EXIT
 if ! "$ENGINE" image inspect "$IMAGE" >/dev/null 2>&1; then
   IMAGE_BUILDER=$ENGINE IMAGE="$IMAGE" hack/image/build.sh
 fi
-"$ENGINE" save "$IMAGE" -o "$state/image.tar"
+"$ENGINE" save -o "$state/image.tar" "$IMAGE"
 "$KIND" load image-archive "$state/image.tar" --name "$CLUSTER"
 
 # 3. the chart, as a user installs it (the image is already on the node: pullPolicy Never)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks a built image where no container runtime can start it (no daemon; crun/runc refused by
+# Checks a built image (as root, with buildah) where no container runtime can start it (no daemon; crun/runc refused by
 # the sandbox): its root filesystem is mounted READ-ONLY in a private mount namespace, /tmp is a
 # fresh tmpfs (the chart's emptyDir), and commands run chrooted as the image's USER with its ENV.
 #

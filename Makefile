@@ -6,7 +6,11 @@ UV := $(TOOLS)/bin/uv
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench deps binaries browser crds crds-check clean
+.PHONY: run test bench deps binaries browser crds crds-check clean image e2e-kind
+
+# The image `make image` builds and `make e2e-kind` loads: the chart's appVersion by default.
+APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/lestrade/Chart.yaml)
+IMAGE ?= ghcr.io/lestrade/lestrade:$(APP_VERSION)
 
 run: deps binaries ## local control plane (or LESTRADE_CLUSTER=current), CRDs, operator, API
 	$(PY) -m lestrade.cli run
@@ -41,6 +45,12 @@ crds: deps ## regenerate crds/ and the chart's CRDs from the pydantic models
 
 crds-check: deps
 	$(PY) -m lestrade.resources.generate --check
+
+image: ## the container image (docker, or buildah/podman without a daemon); see Dockerfile
+	IMAGE=$(IMAGE) hack/image/build.sh
+
+e2e-kind: deps binaries ## a kind cluster, the image loaded, the chart installed, e2e/ against it
+	IMAGE=$(IMAGE) PY=$(PY) e2e/kind/run.sh
 
 clean:
 	rm -rf .venv .lestrade

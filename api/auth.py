@@ -33,9 +33,11 @@ from lestrade.resources import GROUP, INVESTIGATION_PLURAL
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
 __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
-           "requester_annotations"]
+           "PUBLIC_PREFIXES", "requester_annotations"]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/"})
+PUBLIC_PREFIXES = ("/console/",)
+"""The web console's page and files hold no data (console.py); its data needs a token."""
 
 
 def auth_enabled(env: dict[str, str] | None = None, in_cluster: bool = False) -> bool:
@@ -169,7 +171,7 @@ class AuthMiddleware(BaseHTTPMiddleware):
         return found
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if request.url.path in PUBLIC_PATHS:
+        if request.url.path in PUBLIC_PATHS or request.url.path.startswith(PUBLIC_PREFIXES):
             return await call_next(request)
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         presented = request.headers.get("x-api-key") or (token.strip() if scheme.lower() == "bearer" else "")

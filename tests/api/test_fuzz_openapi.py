@@ -17,7 +17,8 @@ from lestrade.modelserver import Scenario, Step
 # (retry jitter) while Hypothesis generates: not the strategies' doing.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 
-POSTS = ["/api/chat", "/api/issue_chat", "/api/workload_health_chat", "/api/investigate", "/api/workload_health_check"]
+POSTS = ["/api/chat", "/api/issue_chat", "/api/workload_health_chat", "/api/investigate", "/api/workload_health_check",
+         "/api/console/investigations", "/api/console/conversations"]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),

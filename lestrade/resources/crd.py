@@ -14,7 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .alertroute import AlertRouteSpec, AlertRouteStatus, route_name_rule
 from .constants import (
+    ALERTROUTE_KIND,
+    ALERTROUTE_PLURAL,
+    ALERTROUTE_SHORT_NAME,
+    ALERTROUTE_SINGULAR,
     CATEGORY,
     CONVERSATION_KIND,
     CONVERSATION_PLURAL,
@@ -125,7 +130,33 @@ CONVERSATION = CrdDefinition(
     file_name="conversation.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION)
+ALERTROUTE = CrdDefinition(
+    kind=ALERTROUTE_KIND,
+    plural=ALERTROUTE_PLURAL,
+    singular=ALERTROUTE_SINGULAR,
+    short_name=ALERTROUTE_SHORT_NAME,
+    description=(
+        "An AlertRoute starts Investigations from alerts: every firing alert that Alertmanager "
+        "sends to Lestrade (POST /api/alertmanager) and that matches spec.matchers creates one "
+        "Investigation from spec.investigation per alert and dedup window, within "
+        "spec.limits. status counts what was matched, created, deduplicated and dropped."
+    ),
+    spec_model=AlertRouteSpec,
+    status_model=AlertRouteStatus,
+    columns=[
+        _column("Matched", ".status.matched", "integer", "Firing alerts that matched."),
+        _column("Created", ".status.created", "integer", "Investigations created."),
+        _column("Deduplicated", ".status.deduplicated", "integer", "Alerts already investigated."),
+        _column("Dropped", ".status.dropped", "integer", "Alerts dropped by a limit."),
+        _column("Last", ".status.lastInvestigation.name", "string", "Latest Investigation.",
+                priority=1),
+        _AGE,
+    ],
+    root_rules=[route_name_rule()],
+    file_name="alertroute.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE)
 
 
 def crd_name(plural: str) -> str:

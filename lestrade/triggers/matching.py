@@ -66,6 +66,9 @@ def compile_route(route: AlertRoute) -> CompiledRoute:
     predicates = tuple(
         compile_matcher(m, f"spec.matchers[{i}]") for i, m in enumerate(route.spec.matchers)
     )
+    if route.spec.alert_namespace == "Own":
+        own = route.namespace
+        predicates += (lambda labels: labels.get("namespace") == own,)
     template = route.spec.investigation
     for field in ("title", "description", "question"):
         text = getattr(template, field)

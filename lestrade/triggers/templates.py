@@ -18,11 +18,12 @@ from typing import Any
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
-from lestrade.resources.alertroute import TEMPLATE_EXPRESSION
+from lestrade.resources.alertroute import TEMPLATE_EXPRESSION, TEMPLATE_TEXT
 
 __all__ = ["TemplateError", "check_template", "render_template"]
 
 _EXPRESSION = re.compile(TEMPLATE_EXPRESSION)
+_TEXT = re.compile(TEMPLATE_TEXT)
 _ANY_EXPRESSION = re.compile(r"\{\{[^{}]*\}\}")
 
 
@@ -43,6 +44,8 @@ def _compiled(text: str) -> Any:
     for expression in expressions:
         if not _EXPRESSION.match(expression):
             raise TemplateError(f"{expression} may only read the alert's fields with the allowed filters")
+    if not _TEXT.match(text):
+        raise TemplateError("a '{{' may only open an allowed expression")
     try:
         return _ENV.from_string(text)
     except TemplateSyntaxError as exc:

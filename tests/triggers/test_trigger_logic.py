@@ -25,7 +25,7 @@ from lestrade.triggers.naming import window_index
 def route(matchers: list[dict], **template: object) -> AlertRoute:
     return AlertRoute.model_validate({
         "metadata": {"name": "crash", "namespace": "shop"},
-        "spec": {"matchers": matchers, "investigation": {"title": "{{ labels.alertname }}", **template}},
+        "spec": {"matchers": matchers, "alertNamespace": "Any", "investigation": {"title": "{{ labels.alertname }}", **template}},
     })
 
 
@@ -47,6 +47,17 @@ def test_matchers_follow_alertmanager_semantics() -> None:
     # a missing label is the empty string
     assert compile_route(route([{"name": "x", "operator": "=", "value": ""}])).matches({})
     assert compile_route(route([])).matches({"anything": "at all"})
+
+
+def test_own_namespace_routes_see_only_their_namespace() -> None:
+    own = AlertRoute.model_validate({
+        "metadata": {"name": "crash", "namespace": "shop"},
+        "spec": {"investigation": {"title": "t"}},
+    })
+    compiled = compile_route(own)
+    assert compiled.matches({"namespace": "shop"})
+    assert not compiled.matches({"namespace": "bank"})
+    assert not compiled.matches({})
 
 
 def test_regex_is_linear_time_on_hostile_labels() -> None:

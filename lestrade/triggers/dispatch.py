@@ -290,15 +290,36 @@ class Dispatcher:
             if ALERT_RESOLVED_ANNOTATION in (meta.get("annotations") or {}):
                 continue
             path = resource_path(INVESTIGATION_PLURAL, outcome.namespace, name)
-            try:
-                await self.kube.patch(path, {"metadata": {"annotations": {ALERT_RESOLVED_ANNOTATION: when}}}, parse=False)
-            except ApiException as exc:
-                if exc.status == 404:
-                    continue
-                raise
+            if not await self._mark_resolved(path, item, when):
+                continue
             outcome.resolved += 1
             if await self._cancel_if_pending(path, when):
                 outcome.cancelled.append(name)
+
+    async def _mark_resolved(self, path: str, item: dict[str, Any], when: str) -> bool:
+        """Adds the resolved annotation unless another replica did: the patch carries the
+        resourceVersion read, so of two concurrent deliveries only one counts it."""
+        for _ in range(self.max_conflicts):
+            meta = item["metadata"]
+            if ALERT_RESOLVED_ANNOTATION in (meta.get("annotations") or {}):
+                return False
+            patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                                  "annotations": {ALERT_RESOLVED_ANNOTATION: when}}}
+            try:
+                await self.kube.patch(path, patch, parse=False)
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                if exc.status != 409:
+                    raise
+            try:
+                item = await self.kube.get(path)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        return False
 
     async def _cancel_if_pending(self, path: str, when: str) -> bool:
         """Fails a not-yet-started Investigation with reason AlertResolved (an update carrying

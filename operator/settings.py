@@ -108,6 +108,11 @@ class OperatorSettings:
     """`namespace/name` of the tools' read-only ServiceAccount (see tools_identity.py)."""
     metrics_port: int = 0
     """Port of the Prometheus metrics (0: not served)."""
+    namespace_spend_limit: str = ""
+    """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
+    e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
+    spend_ledger_namespace: str = "default"
+    """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -138,6 +143,8 @@ class OperatorSettings:
                                         if n.strip()) or (_own_namespace(env),),
             "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
+            "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
+            "spend_ledger_namespace": _own_namespace(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

@@ -207,6 +207,12 @@ class InvestigationTemplate(WireModel):
         pattern=DURATION_PATTERN,
         description="The Investigation's spec.timeout (e.g. 10m).",
     )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="The Investigation's spec.maxTokens (its token budget)."
+    )
+    max_cost: float | None = Field(
+        default=None, ge=0, description="The Investigation's spec.maxCost (its budget in US dollars)."
+    )
     enable_tool_approval: bool | None = Field(
         default=None,
         description="The Investigation's spec.enableToolApproval; its default (true: calls "

@@ -452,6 +452,8 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
         sections=template.sections,
         max_steps=template.max_steps,
         timeout=template.timeout,
+        max_tokens=template.max_tokens,
+        max_cost=template.max_cost,
         ttl_seconds_after_finished=template.ttl_seconds_after_finished,
         **({} if template.enable_tool_approval is None else {"enable_tool_approval": template.enable_tool_approval}),
     )

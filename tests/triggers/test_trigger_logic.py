@@ -120,7 +120,7 @@ def test_names_are_deterministic_per_window() -> None:
 
 def test_manifest_carries_the_alert_and_the_route() -> None:
     r = route([], description="{{ annotations.description }}", question="Why {{ labels.pod }}?",
-              enableToolApproval=False, ttlSecondsAfterFinished=600)
+              enableToolApproval=False, ttlSecondsAfterFinished=600, maxTokens=50000, maxCost=0.5)
     alert = Alert(labels={"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "web-1"},
                   annotations={"description": "crash looping"}, given_fingerprint="abc123",
                   starts_at=datetime(2026, 1, 1, tzinfo=UTC))
@@ -134,3 +134,4 @@ def test_manifest_carries_the_alert_and_the_route() -> None:
     assert spec["subject"] == {"kind": "Alert", "name": "KubePodCrashLooping", "namespace": "shop", "pod": "web-1"}
     assert spec["context"]["alert"]["labels"]["pod"] == "web-1"
     assert spec["enableToolApproval"] is False and spec["ttlSecondsAfterFinished"] == 600
+    assert (spec["maxTokens"], spec["maxCost"]) == (50000, 0.5)

@@ -111,6 +111,9 @@ class OperatorSettings:
     namespace_spend_limit: str = ""
     """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
     e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
+    schedule_recheck: float = 10.0
+    """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
+    runs and spec edits); as often as the CronJob controller looks."""
     spend_ledger_namespace: str = "default"
     """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
 
@@ -145,6 +148,7 @@ class OperatorSettings:
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
+            "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

@@ -26,6 +26,10 @@ from .constants import (
     CONVERSATION_SHORT_NAME,
     CONVERSATION_SINGULAR,
     GROUP,
+    SCHEDULED_KIND,
+    SCHEDULED_PLURAL,
+    SCHEDULED_SHORT_NAME,
+    SCHEDULED_SINGULAR,
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
     INVESTIGATION_SHORT_NAME,
@@ -34,6 +38,7 @@ from .constants import (
 )
 from .conversation import ConversationSpec, ConversationStatus
 from .investigation import InvestigationSpec, InvestigationStatus, immutability_rule
+from .scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
 from .schema import structural_schema
 
 __all__ = ["CrdDefinition", "DEFINITIONS", "crd_manifest", "crd_manifests", "crd_name"]
@@ -156,7 +161,32 @@ ALERTROUTE = CrdDefinition(
     file_name="alertroute.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE)
+SCHEDULED = CrdDefinition(
+    kind=SCHEDULED_KIND,
+    plural=SCHEDULED_PLURAL,
+    singular=SCHEDULED_SINGULAR,
+    short_name=SCHEDULED_SHORT_NAME,
+    description=(
+        "A ScheduledInvestigation creates an Investigation from spec.investigation at every "
+        "time of spec.schedule (cron, like a CronJob), following spec.concurrencyPolicy and "
+        "keeping spec.successfulHistoryLimit / failedHistoryLimit of them."
+    ),
+    spec_model=ScheduledInvestigationSpec,
+    status_model=ScheduledInvestigationStatus,
+    columns=[
+        _column("Schedule", ".spec.schedule", "string", "Cron schedule."),
+        _column("Timezone", ".spec.timeZone", "string", "Time zone of the schedule."),
+        _column("Suspend", ".spec.suspend", "boolean", "Whether new runs are suspended."),
+        _column("Active", ".status.active[*]", "string", "Unfinished Investigations."),
+        _column("Last", ".status.lastScheduleTime", "date", "Latest scheduled time handled."),
+        _column("Next", ".status.nextScheduleTime", "date", "Next scheduled time.", priority=1),
+        _AGE,
+    ],
+    root_rules=[schedule_name_rule()],
+    file_name="scheduledinvestigation.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED)
 
 
 def crd_name(plural: str) -> str:

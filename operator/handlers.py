@@ -28,7 +28,7 @@ import kopf
 from lestrade.resources.constants import GROUP, VERSION
 from lestrade.resources.views import KINDS, view_of
 
-from . import schedules
+from . import event_source, schedules
 from .engine import Engine
 from .jobs import RUN_UID_LABEL
 from .stopping import configure as configure_stopping
@@ -124,6 +124,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         )(run)
 
     schedules.register(registry)
+    event_source.register(registry)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

@@ -114,6 +114,9 @@ class OperatorSettings:
     schedule_recheck: float = 10.0
     """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
     runs and spec edits); as often as the CronJob controller looks."""
+    event_batch_seconds: float = 1.0
+    """Warning Events are collected this long and dispatched to the AlertRoutes together
+    (event_source.py): one listing and one status update per route per burst."""
     spend_ledger_namespace: str = "default"
     """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
 
@@ -149,6 +152,7 @@ class OperatorSettings:
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

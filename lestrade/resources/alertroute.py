@@ -263,6 +263,17 @@ class AlertRouteSpec(WireModel):
         description="Conditions on the alert's labels, all of which must hold (Alertmanager "
         "semantics). An empty list matches every alert.",
     )
+    sources: list[Literal["Alertmanager", "KubernetesEvents"]] = Field(
+        default_factory=lambda: ["Alertmanager"],
+        min_length=1,
+        max_length=2,
+        description="Where alerts come from: Alertmanager (POST /api/alertmanager) and/or "
+        "KubernetesEvents (Warning Events the operator watches, for clusters without "
+        "Alertmanager). An Event is matched as an alert with the labels alertname and reason "
+        "(the Event's reason), kind, name and namespace (of the involved object), component "
+        "and message; one Investigation per involved object and dedup window.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
     alert_namespace: Literal["Own", "Any"] = Field(
         default="Own",
         description="Own: only alerts whose `namespace` label is this route's namespace (a "

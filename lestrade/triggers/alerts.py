@@ -32,7 +32,10 @@ class Alert:
     ends_at: datetime | None = None
     generator_url: str = ""
     given_fingerprint: str = ""
-    source: str = "alertmanager"
+    source: str = "Alertmanager"
+    """Which AlertRoute source it comes from: Alertmanager or KubernetesEvents."""
+    subject: dict[str, object] | None = None
+    """The Investigation's spec.subject when the source knows it better than the labels."""
     extra: dict[str, object] = field(default_factory=dict)
     """What else the source knows (receiver, external URL), kept in the Investigation's context."""
 

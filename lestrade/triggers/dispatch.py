@@ -157,8 +157,10 @@ class Dispatcher:
             outcome.error = str(exc) if isinstance(exc, RouteError) else f"spec: {exc.errors()[0]['msg']}"
             await self._record(outcome, raw, refund=0, claims_done=[])
             return outcome
-        firing = [a for a in alerts if a.firing and compiled.matches(a.labels)]
-        resolved = [a for a in alerts if not a.firing and compiled.matches(a.labels)]
+        sources = set(route.spec.sources)
+        mine = [a for a in alerts if a.source in sources]
+        firing = [a for a in mine if a.firing and compiled.matches(a.labels)]
+        resolved = [a for a in mine if not a.firing and compiled.matches(a.labels)]
         if not firing and not resolved:
             if not _ready(raw):
                 await self._record(outcome, raw, refund=0, claims_done=[])
@@ -441,6 +443,8 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
     question = render_template(template.question, values, 32768) if template.question else None
     subject: dict[str, Any] = {"kind": "Alert", "name": alert.labels.get("alertname", "")}
     subject.update({k: alert.labels[k] for k in _SUBJECT_LABELS if alert.labels.get(k)})
+    if alert.subject is not None:
+        subject = dict(alert.subject)
     spec = InvestigationSpec(
         title=title,
         description=description[:65536] if description else None,

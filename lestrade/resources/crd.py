@@ -175,10 +175,10 @@ SCHEDULED = CrdDefinition(
     status_model=ScheduledInvestigationStatus,
     columns=[
         _column("Schedule", ".spec.schedule", "string", "Cron schedule."),
-        _column("Timezone", ".spec.timeZone", "string", "Time zone of the schedule."),
+        _column("Timezone", ".spec.timeZone", "string", "Time zone of the schedule.", priority=1),
         _column("Suspend", ".spec.suspend", "boolean", "Whether new runs are suspended."),
-        _column("Active", ".status.active[*]", "string", "Unfinished Investigations."),
         _column("Last", ".status.lastScheduleTime", "date", "Latest scheduled time handled."),
+        _column("Run", ".status.lastInvestigation", "string", "The Investigation created last."),
         _column("Next", ".status.nextScheduleTime", "date", "Next scheduled time.", priority=1),
         _AGE,
     ],

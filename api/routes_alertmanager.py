@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
@@ -85,16 +85,24 @@ class WebhookPayload(BaseModel):
     alerts: list[WebhookAlert] = Field(max_length=MAX_ALERTS)
 
 
+def _moment(value: datetime | None) -> datetime | None:
+    """A time in UTC, or None: Alertmanager sends 0001-01-01 for "no end", and a time that UTC
+    cannot hold (year 9999 at -14:00) or without a zone is not worth a failed webhook."""
+    if value is None or value.tzinfo is None or value.year <= 1:
+        return None
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
 def _alert(item: WebhookAlert, payload: WebhookPayload) -> Alert:
-    # Alertmanager sends endsAt 0001-01-01 for firing alerts: only a real end is kept.
-    ends = item.endsAt if item.endsAt is not None and item.endsAt.year > 1 else None
     extra: dict[str, object] = {"receiver": payload.receiver}
     if payload.externalURL:
         extra["externalURL"] = payload.externalURL
     return Alert(
         labels=dict(item.labels), annotations=dict(item.annotations), status=item.status,
-        starts_at=item.startsAt if item.startsAt is not None and item.startsAt.year > 1 else None,
-        ends_at=ends, generator_url=item.generatorURL, given_fingerprint=item.fingerprint,
+        starts_at=_moment(item.startsAt), ends_at=_moment(item.endsAt), generator_url=item.generatorURL, given_fingerprint=item.fingerprint,
         extra=extra,
     )
 

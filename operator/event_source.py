@@ -42,8 +42,11 @@ def _observed(event: dict[str, Any]) -> datetime | None:
     series = event.get("series") or {}
     for value in (series.get("lastObservedTime"), event.get("lastTimestamp"), event.get("eventTime"),
                   event.get("firstTimestamp"), (event.get("metadata") or {}).get("creationTimestamp")):
-        moment = parse_time(value) if value else None
-        if moment is not None:
+        try:
+            moment = parse_time(str(value)) if value else None
+        except ValueError:  # Events are written by anyone who can create them
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
             return moment
     return None
 

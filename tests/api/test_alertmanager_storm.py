@@ -64,6 +64,10 @@ def test_bad_payloads_are_refused_naming_the_field(apis: list[str], namespace: s
     assert old.status_code == 422 and "version" in old.text
     no_labels = post(apis[0], payload([{"status": "firing"}]))
     assert no_labels.status_code == 422 and "labels" in no_labels.text
+    # times UTC cannot hold, or without a zone, are ignored rather than failing the webhook
+    odd = post(apis[0], payload([{**alert(1, namespace), "startsAt": "9999-12-31T23:59:59-14:00"},
+                                 {**alert(2, namespace), "startsAt": "2026-01-01T00:00:00"}]))
+    assert odd.status_code == 200, odd.text
 
 
 def test_a_storm_creates_exactly_the_expected_investigations(

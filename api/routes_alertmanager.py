@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import INVESTIGATION_PLURAL
@@ -57,10 +57,22 @@ class AlertReceiverSettings:
         return cls(all_namespaces=value.strip().lower() in ("1", "true", "yes", "on"))
 
 
+MAX_ALERT_BYTES = 256 * 1024
+"""Labels and annotations of one alert together: they are copied into an Investigation, an
+etcd object of at most 1.5 MiB."""
+
+
 class WebhookAlert(BaseModel):
     """One alert of the webhook payload."""
 
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> WebhookAlert:
+        size = sum(len(k) + len(v) for k, v in (*self.labels.items(), *self.annotations.items()))
+        if size > MAX_ALERT_BYTES:
+            raise ValueError(f"labels and annotations take {size} characters; at most {MAX_ALERT_BYTES}")
+        return self
 
     status: Literal["firing", "resolved"]
     labels: dict[LabelName, LabelValue] = Field(max_length=256)

@@ -24,6 +24,9 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_RUNBOOK_NAMESPACES` | the operator's namespace | the only namespaces whose ConfigMaps labelled `lestrade.dev/runbook=true` are runbooks, separated by `,` |
 | `LESTRADE_METRICS_PORT` | 0 | serve Prometheus metrics on this port (`/metrics`); 0: not served |
 | `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
+| `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
+| `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
+| `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
 """
 
 from __future__ import annotations

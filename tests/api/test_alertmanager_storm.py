@@ -64,6 +64,11 @@ def test_bad_payloads_are_refused_naming_the_field(apis: list[str], namespace: s
     assert old.status_code == 422 and "version" in old.text
     no_labels = post(apis[0], payload([{"status": "firing"}]))
     assert no_labels.status_code == 422 and "labels" in no_labels.text
+    huge = {**alert(1, namespace), "annotations": {f"a{i}": "x" * 16000 for i in range(20)}}
+    too_big = post(apis[0], payload([alert(0, namespace), huge]))
+    assert too_big.status_code == 422, too_big.text
+    (error,) = too_big.json()["detail"]
+    assert error["loc"] == ["body", "alerts", 1] and "at most 262144" in error["msg"]
     # times UTC cannot hold, or without a zone, are ignored rather than failing the webhook
     odd = post(apis[0], payload([{**alert(1, namespace), "startsAt": "9999-12-31T23:59:59-14:00"},
                                  {**alert(2, namespace), "startsAt": "2026-01-01T00:00:00"}]))

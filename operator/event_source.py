@@ -4,7 +4,7 @@ The operator watches core Events (in the namespaces it serves); each recent Warn
 becomes an alert — labels `alertname` and `reason` (the Event's reason), `kind`, `name` and
 `namespace` of the involved object, `component` and `message` — and goes through the same
 dispatcher as Alertmanager's alerts (`lestrade.triggers`) against the AlertRoutes whose
-`spec.sources` include KubernetesEvents. Its fingerprint is the involved object, so one
+`spec.sources` include KubernetesEvents, in the Event's namespace. Its fingerprint is the involved object, so one
 object gets one Investigation per route and dedup window however many Events it produces;
 the routes' limits apply as for alerts.
 
@@ -100,7 +100,9 @@ class EventSource:
         namespaces = sorted({a.labels["namespace"] for a in batch})
         try:
             routes = []
-            for namespace in namespaces:  # routes see their own namespace's objects, or all
+            # An Event reaches only the routes of its own namespace: a team's route never
+            # starts Investigations about another team's objects.
+            for namespace in namespaces:
                 listing = await self.kube.get(resource_path(ALERTROUTE_PLURAL, namespace))
                 routes += listing.get("items") or []
             wanted = [r for r in routes if SOURCE in ((r.get("spec") or {}).get("sources") or [])]

@@ -87,3 +87,26 @@ def test_a_namespace_spend_limit_stops_a_run_and_refuses_the_next(
     assert REGISTRY.get_sample_value("lestrade_namespace_spend_limit_tokens", {"namespace": namespace}) == 1000
     assert REGISTRY.get_sample_value(
         "lestrade_budget_stops_total", {"kind": "Investigation", "reason": "NamespaceBudgetExhausted"}) >= 2
+
+
+def test_a_conversations_limit_applies_to_each_turn(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
+) -> None:
+    from convkit import all_answered, ask, create_conv, wait_conv
+
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[probe(namespace, "one")], usage=Usage(total_tokens=600)),
+        Step(tool_calls=[probe(namespace, "two")], usage=Usage(total_tokens=600)),
+        Step(tool_calls=[probe(namespace, "three")], usage=Usage(total_tokens=300)),
+        Step(content="All fine.", usage=Usage(total_tokens=100)),
+    ]))
+    start_operator(scenario_name)
+    create_conv(api_client, namespace, "chat", "Is anything broken?", maxTokens=1000)
+    first = wait_conv(api_client, namespace, "chat", all_answered(1))
+    turn = first["status"]["turns"][0]
+    assert turn["phase"] == "Failed" and "spent 1200 tokens; its spec.maxTokens is 1000" in turn["message"], turn
+    # the next turn has its own budget: 300 + 100 tokens, answered (the whole chat is at 1600)
+    ask(api_client, namespace, "chat", "And now?")
+    second = wait_conv(api_client, namespace, "chat", all_answered(2))
+    assert second["status"]["turns"][1]["phase"] == "Answered", second["status"]["turns"][1]
+    assert second["status"]["usage"]["totalTokens"] == 1600

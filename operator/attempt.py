@@ -87,8 +87,10 @@ async def fail(
         started = begun.timestamp() if begun is not None else None
     metrics.run_failed(projection.view.kind, reason, started)
     projection.failed(state, reason, message)
-    await projection.writer.flush()
+    # Announced before the final write: Kopf stops this daemon as soon as it sees that write
+    # (its work filter stops matching), which can cancel us the moment the write returns.
     recorder.post(reason, message, "Warning")
+    await projection.writer.flush()
     return Outcome.FAILED
 
 
@@ -474,9 +476,9 @@ class _Attempt:
             f"-n {self.ref.namespace} --type merge -p '{example}' (approved: false denies)"
         )
         self.projection.awaiting(self.state, message, self.transcript.reference())
-        await self.writer.flush()
         metrics.run_ended(self.view.kind, "AwaitingApproval", self.started)
-        self.recorder.post("ApprovalRequired", message)
+        self.recorder.post("ApprovalRequired", message)  # before the write: see `fail`
+        await self.writer.flush()
         return Outcome.AWAITING_APPROVAL
 
     async def _done(self, answer: ev.Answer) -> Outcome:
@@ -495,11 +497,12 @@ class _Attempt:
         if self.demo:
             message += " (built-in demo model: scripted, not an AI)"
         self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
-        await self.writer.flush()
         spec = self.view.spec
         max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps
+        # Counted and announced before the final write, for the reason given in `fail`.
         metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
         self.recorder.post(reason, message)
+        await self.writer.flush()
         return Outcome.DONE
 
 

@@ -24,9 +24,11 @@ STARTS_AT = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 
 
 @contextmanager
-def api_processes(kubeconfig: Path, namespace: str, key_dir: Path, count: int = 2) -> Iterator[list[str]]:
+def api_processes(kubeconfig: Path, namespace: str, key_dir: Path, count: int = 2,
+                  env: dict[str, str] | None = None) -> Iterator[list[str]]:
     """`count` separate `python -m lestrade.api` processes serving `namespace`, authentication
     on, accepting the API key in `key_dir`; yields their base URLs."""
+    extra = env
     procs: list[subprocess.Popen[bytes]] = []
     bases: list[str] = []
     try:
@@ -35,7 +37,7 @@ def api_processes(kubeconfig: Path, namespace: str, key_dir: Path, count: int = 
             env = {
                 **os.environ, "KUBECONFIG": str(kubeconfig), "LESTRADE_NAMESPACE": namespace,
                 "LESTRADE_API_HOST": "127.0.0.1", "LESTRADE_API_PORT": str(port),
-                "LESTRADE_API_AUTH": "true", "LESTRADE_API_KEYS_DIR": str(key_dir),
+                "LESTRADE_API_AUTH": "true", "LESTRADE_API_KEYS_DIR": str(key_dir), **(extra or {}),
             }
             env.pop("KUBERNETES_SERVICE_HOST", None)
             procs.append(subprocess.Popen([sys.executable, "-m", "lestrade.api"], env=env,

@@ -176,3 +176,28 @@ def test_limits_hold_across_two_processes(apis: list[str], api_client: k8s.ApiCl
         status = route_status(api_client, namespace, route)
         assert (status["matched"], status["created"], status["deduplicated"], status["dropped"]) == (
             80, cap, cap, 80 - 2 * cap), (route, status)
+
+
+def test_routes_of_other_namespaces_see_alerts_only_when_the_setting_says_so(
+    cluster: Any, apis: list[str], api_client: k8s.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    other = f"{namespace[:50]}-b"
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=other)))
+    try:
+        apply_route(api_client, other, "theirs")
+        theirs = [alert(7, other)]
+        # the default: only the API's own namespace's routes
+        assert post(apis[0], payload(theirs)).json()["matched"] == 0
+        assert routed_investigations(api_client, other, "theirs") == {}
+        keys = tmp_path / "keys-all"
+        keys.mkdir()
+        (keys / "alertmanager").write_text(KEY)
+        with api_processes(Path(cluster.kubeconfig), namespace, keys, count=1,
+                           env={"LESTRADE_ALERT_ROUTES_ALL_NAMESPACES": "true"}) as (base,):
+            body = post(base, payload(theirs + [alert(8, namespace)])).json()
+        assert (body["matched"], body["created"]) == (1, 1), body
+        (created,) = routed_investigations(api_client, other, "theirs").values()
+        assert created["metadata"]["namespace"] == other and created["spec"]["subject"]["pod"] == "web-7"
+    finally:
+        core.delete_namespace(other, propagation_policy="Background")

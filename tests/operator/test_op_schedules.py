@@ -162,3 +162,30 @@ def test_the_daily_example_applies_without_drift_and_is_scheduled(
     assert get(api_client, namespace, "daily-health-check")["metadata"]["generation"] == 1
     diff = kubectl("diff", "--server-side", "-n", namespace, "-f", str(EXAMPLE))
     assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+def test_replace_deletes_the_unfinished_run_and_suspend_stops_new_ones(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
+) -> None:
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER, latency_ms=120_000)]))
+    start_operator(scenario_name, schedule_recheck=0.5)
+    create(api_client, namespace, sinv("swap", "* * * * * */2", concurrencyPolicy="Replace"))
+    wait_until("a run replaced", lambda: reasons(api_client, namespace, "swap", "Replaced"), 60)
+    (replaced,) = reasons(api_client, namespace, "swap", "Replaced")[:1]
+    gone = replaced.message.split()[2]
+    wait_until("the replaced run deleted", lambda: gone not in children(api_client, namespace, "swap"), 60)
+    # suspended: the schedule says so, and no new run appears while it is
+    request_json(api_client, "PATCH", f"{BASE.format(ns=namespace)}/swap", {"spec": {"suspend": True}},
+                 content_type=MERGE_PATCH)
+
+    def ready_reason() -> str | None:
+        conds = get(api_client, namespace, "swap")["status"].get("conditions") or []
+        return next((c["reason"] for c in conds if c["type"] == "Ready"), None)
+
+    wait_until("suspended", lambda: ready_reason() == "Suspended", 60)
+    scheduled = len(reasons(api_client, namespace, "swap", "Scheduled"))
+    last = get(api_client, namespace, "swap")["status"]["nextScheduleTime"]
+    # two more scheduled times pass (nextScheduleTime moves on) without a new run
+    wait_until("two times passed", lambda: get(api_client, namespace, "swap")["status"]["nextScheduleTime"] >= (
+        datetime.fromisoformat(last.replace("Z", "+00:00")) + timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%SZ"), 60)
+    assert len(reasons(api_client, namespace, "swap", "Scheduled")) == scheduled

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import console, routes_chat, routes_investigate
+from . import console, routes_alertmanager, routes_chat, routes_investigate
 from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from .chats import ChatStore, ClientError
 from .follow import Follower, TranscriptCache
@@ -81,6 +81,7 @@ def create_app(
     app.include_router(routes_chat.router)
     app.include_router(routes_investigate.router)
     app.include_router(console.router)  # the web console at / (console.py)
+    app.include_router(routes_alertmanager.router)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

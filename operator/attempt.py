@@ -47,6 +47,7 @@ from lestrade.kube import resource_path
 from lestrade.timefmt import now_iso, parse_time, to_iso
 
 from . import metrics
+from .budgets import BUDGET_STOPS, run_budget_passed
 from .context_window import limits_for
 from .engine import Engine
 from .projection import ConversationProjection, Projection, projection_for
@@ -115,6 +116,7 @@ class _Attempt:
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
+        self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
 
@@ -173,6 +175,13 @@ class _Attempt:
             return await fail(self.projection, self.recorder, "FrontendToolConflict", tools)
         agent = self._agent(model, deadline, tools)
         self.meter = metrics.RunMeter(view.kind, self.ref.namespace, model.name, agent.tools.get)
+        refusal = await self.engine.ledger.check(self.ref.namespace)
+        if refusal is not None:
+            BUDGET_STOPS.labels(view.kind, "NamespaceBudgetExhausted").inc()
+            return await fail(
+                self.projection, self.recorder, "NamespaceBudgetExhausted",
+                f"Not started: {refusal}", None if fresh else state, self.started,
+            )
         self._seed(agent)
         last_seq = state.message_seqs[-1] if state.message_seqs else -1
         last = state.messages[-1] if state.messages else None
@@ -386,6 +395,7 @@ class _Attempt:
                         if message.get("role") == "tool":
                             transcript.flush_soon()
                     case ev.ModelMessage(tool_calls=calls):
+                        self._step_called_tools = bool(calls)
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
@@ -420,6 +430,10 @@ class _Attempt:
                             truncations=[dataclasses.asdict(t) for t in event.truncations],
                         )
                         self._progress()
+                        stop = await self._budget_stop(event.total_tokens, event.cost or 0.0)
+                        if stop is not None:
+                            BUDGET_STOPS.labels(self.view.kind, stop[0]).inc()
+                            return await self._fail(*stop)
                     case ev.ModelRetry():
                         meter.model_retry(event.reason)
                         self._progress(
@@ -449,6 +463,22 @@ class _Attempt:
         finally:
             await stream.aclose()
         return await self._fail("EngineStopped", "the agent stopped without an answer")
+
+    async def _budget_stop(self, tokens: int, cost: float) -> tuple[str, str] | None:
+        """After a model call: its spend goes to the namespace's ledger; then, unless the call
+        was the final answer (already paid for, so it is kept), the reason to stop if the
+        run's or the namespace's budget is passed — before another model call is made."""
+        await self.engine.ledger.add(self.ref.namespace, tokens, cost)
+        if not self._step_called_tools:
+            return None
+        usage = self.projection.facts(self.state).usage
+        passed = run_budget_passed(self.view.spec, usage.total_tokens, usage.cost)
+        if passed is not None:
+            return "BudgetExceeded", f"Stopped: {passed}; what it found so far is kept"
+        passed = await self.engine.ledger.check(self.ref.namespace)
+        if passed is not None:
+            return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"
+        return None
 
     async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
         self.transcript.append(

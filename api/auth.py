@@ -30,8 +30,10 @@ from starlette.responses import Response
 
 from lestrade.kube import Acting, ApiException, Kube, api_path
 from lestrade.resources import GROUP, INVESTIGATION_PLURAL
+from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
-__all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS", "PUBLIC_PREFIXES"]
+__all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
+           "PUBLIC_PREFIXES", "requester_annotations"]
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/"})
 PUBLIC_PREFIXES = ("/console/",)
@@ -213,6 +215,17 @@ def writer_for(request: Request, kube: Kube) -> Kube | Acting:
         str(subject.get("user") or ""), list(subject.get("groups") or []),
         str(subject.get("uid") or ""), {k: list(v) for k, v in dict(extra).items()},
     )
+
+
+def requester_annotations(writer: Kube | Acting | None) -> dict[str, str]:
+    """The requester annotations of a resource written as the caller. The admission policies
+    check them against the impersonated user (and, where the mutating policy is installed,
+    write them anyway), so they are only ever the truth; an API-key caller gets none (its runs
+    are the API's own: their namespace only)."""
+    if not isinstance(writer, Acting):
+        return {}
+    user, groups = writer.requester
+    return {REQUESTED_BY_ANNOTATION: user, REQUESTER_GROUPS_ANNOTATION: ",".join(groups)} if user else {}
 
 
 async def authorize(request: Request, verb: str, resource: str) -> str | None:

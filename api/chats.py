@@ -28,6 +28,7 @@ from lestrade.resources.views import ConversationView
 from lestrade.resources.progress import run_facts
 from lestrade.resources.transcript import RecordType, TranscriptState
 
+from .auth import requester_annotations
 from .follow import Follower, Snapshot
 from .holmes_events import CONVERSATION_KEY, EventPosition
 from .runs import RunCursor
@@ -195,7 +196,7 @@ class ChatStore:
                 "metadata": {
                     "name": name,
                     "labels": {CREATED_BY_LABEL: "lestrade-api"},
-                    "annotations": {ENDPOINT_ANNOTATION: endpoint},
+                    "annotations": {ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
                 },
                 "spec": spec,
             })

@@ -40,7 +40,7 @@ from lestrade.resources import (
 )
 from lestrade.resources.summary import run_summary, timeline
 
-from .auth import Verdict, writer_for
+from .auth import Verdict, requester_annotations, writer_for
 from .chats import ClientError, apiserver_refusal, check_model
 from .services import services
 from .sse import KeepAlive
@@ -280,7 +280,8 @@ async def start_investigation(body: InvestigationIn, request: Request) -> dict[s
         "enableToolApproval": body.enable_tool_approval,
     }.items() if v is not None}
     created = await _write(request, "body", lambda writer: writer.create(resource_path(INVESTIGATION_PLURAL, namespace), {
-        "apiVersion": API_VERSION, "kind": INVESTIGATION_KIND, "metadata": {"generateName": "inv-"}, "spec": spec,
+        "apiVersion": API_VERSION, "kind": INVESTIGATION_KIND,
+        "metadata": {"generateName": "inv-", "annotations": requester_annotations(writer)}, "spec": spec,
     }))
     return run_summary(_with_kind(INVESTIGATION_PLURAL, created))
 
@@ -301,7 +302,8 @@ async def start_conversation(body: AskIn, request: Request) -> dict[str, Any]:
     if body.model:
         spec["model"] = check_model(svc.models, body.model)
     created = await _write(request, "ask", lambda writer: writer.create(resource_path(CONVERSATION_PLURAL, namespace), {
-        "apiVersion": API_VERSION, "kind": CONVERSATION_KIND, "metadata": {"generateName": "chat-"}, "spec": spec,
+        "apiVersion": API_VERSION, "kind": CONVERSATION_KIND,
+        "metadata": {"generateName": "chat-", "annotations": requester_annotations(writer)}, "spec": spec,
     }))
     return run_summary(_with_kind(CONVERSATION_PLURAL, created))
 

@@ -21,7 +21,7 @@ from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary
 from lestrade.localcluster.cluster import free_port, http_ok
 from lestrade.localcluster.kubectl_cache import forget_discovery
 from lestrade.localcluster.processes import ManagedProcess, wait_until
-from lestrade.localcluster.toolsaccount import ensure_tools_account
+from lestrade.localcluster.toolsaccount import ensure_scope_policy, ensure_tenancy, ensure_tools_account
 from lestrade.localcluster.versions import KUBERNETES_VERSION
 
 __all__ = ["main"]
@@ -103,6 +103,10 @@ def run(state_dir: Path = STATE_DIR) -> int:
             server = api.configuration.host
             # The tools act as this read-only account, never with the admin kubeconfig.
             tools_account = ensure_tools_account(api)
+            # Tenant isolation as the chart sets it up; the local admin (system:masters) is
+            # granted the whole cluster, any other identity's runs read their own namespace.
+            scopes_namespace = ensure_tenancy(api)
+            scope_policy = ensure_scope_policy(api, [{"groups": ["system:masters"], "namespaces": ["*"]}])
         print("lestrade: CRDs installed (investigations.lestrade.dev, conversations.lestrade.dev)")
         print(f"lestrade: tools act as the read-only ServiceAccount {tools_account}")
         # kubectl would otherwise trust a discovery cache of an earlier cluster on this host:port.
@@ -111,6 +115,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
 
         bin_dir = _link_kubectl(state_dir)
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "LESTRADE_TOOLS_SERVICE_ACCOUNT": tools_account,
+               "LESTRADE_SCOPES_NAMESPACE": scopes_namespace, "LESTRADE_SCOPE_POLICY": scope_policy,
                "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "/usr/bin:/bin")])}
         if not env.get("LESTRADE_MODEL_LIST"):
             port = free_port()

@@ -115,6 +115,12 @@ class Acting:
         self._kube = kube
         self._headers = headers
 
+    @property
+    def requester(self) -> tuple[str, list[str]]:
+        """(user, groups) this writer acts as."""
+        user = next((v for k, v in self._headers if k == "Impersonate-User"), "")
+        return user, [v for k, v in self._headers if k == "Impersonate-Group"]
+
     async def create(self, path: str, body: dict[str, Any], *, parse: bool = True) -> Any:
         return await self._kube.request("POST", path, body, parse=parse, headers=self._headers)
 

@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from lestrade.config import ModelList, load_model_list
 
 from .admission import install_admission_policy
+from .requester_policy import install_requester_policy
 from .context import build_engine
 from .handlers import OperatorContext, build_registry, configure_kopf
 from .metrics import serve as serve_metrics
@@ -88,6 +89,7 @@ async def run_operator(
     )
     if install_policy:
         await install_admission_policy(engine.kube)
+        await install_requester_policy(engine.kube)
     ctx = OperatorContext.create(engine)
     registry = build_registry(settings.job_mode)
 

@@ -40,6 +40,7 @@ from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationReque
 from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
+from lestrade.resources.tenancy import Requester, RunScope, requester_of
 from lestrade.resources.transcript import RecordType, Transcript
 from lestrade.resources.views import ConversationView, InvestigationView, RunView, view_of
 from lestrade.kube import resource_path
@@ -51,6 +52,7 @@ from .context_window import limits_for
 from .engine import Engine
 from .projection import ConversationProjection, Projection, projection_for
 from .recorder import EventRecorder
+from .scopes import decide_scope, load_policy
 from .status import StatusWriter
 
 __all__ = ["Outcome", "run_attempt", "fail", "writer_for", "NOT_RUN"]
@@ -115,6 +117,8 @@ class _Attempt:
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
+        self.requester: Requester | None = None
+        self.scope: RunScope | None = None
 
     @property
     def state(self) -> Any:
@@ -161,7 +165,12 @@ class _Attempt:
         # Investigation reads its transcript; a Conversation always has earlier turns to read.
         fresh = isinstance(view, InvestigationView) and started is None
         state = self.transcript.state if fresh else await self.transcript.load()
-        tools = self._tools()
+        scope = await self._scope()
+        registry, acting_as = await self.engine.tools_for(scope if self.engine.tenancy else None)
+        scope.identity = acting_as
+        self.scope = scope
+        self.writer.set(scope=scope, **({"requester": self.requester} if self.requester else {}))
+        tools = self._tools(registry)
         if isinstance(tools, str):
             return await fail(self.projection, self.recorder, "FrontendToolConflict", tools)
         agent = self._agent(model, deadline, tools)
@@ -204,10 +213,19 @@ class _Attempt:
         assert self.view.spec is not None
         return format_answer(content, list(self.view.spec.sections or DEFAULT_SECTIONS))
 
-    def _tools(self) -> ToolRegistry | str:
+    async def _scope(self) -> RunScope:
+        """What this run's tools may read: its namespace plus the admin's grants that apply to
+        it and to the requester recorded at admission (never anything from the spec)."""
+        self.requester = requester_of(self.view.body.get("metadata"))
+        if not self.engine.tenancy:
+            return RunScope(cluster=True, reason="tenant isolation is off (LESTRADE_SCOPES_NAMESPACE "
+                            "not set): the tools read the whole cluster")
+        policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
+        return decide_scope(self.ref.namespace, self.requester, policy)
+
+    def _tools(self, registry: ToolRegistry) -> ToolRegistry | str:
         """The run's tools: the operator's, plus a Conversation's frontend tools with the
         outputs the client sent for paused calls (or why the frontend tools cannot be used)."""
-        registry = self.engine.tools(self.engine.api_client)
         spec = self.view.spec
         if not isinstance(self.view, ConversationView) or spec is None or not spec.frontend_tools:
             return registry
@@ -232,7 +250,9 @@ class _Attempt:
         prompt = PromptConfig(
             sections=None if conversation else (spec.sections or DEFAULT_SECTIONS),
             cluster_name=settings.cluster_name,
-            system_prompt_additions=spec.system_prompt if conversation else None,
+            system_prompt_additions="\n\n".join(
+                p for p in (_scope_instructions(self.scope), spec.system_prompt if conversation else None) if p
+            ) or None,
             behavior_controls=spec.behavior_controls if conversation else None,
         )
         # The engine stops model calls and tools at the deadline and says so; the
@@ -339,6 +359,10 @@ class _Attempt:
             note = f"{verb} turn {self.projection.index + 1} with {what}"
         else:
             note = f"{verb} investigating with {what}"
+        if self.requester is not None:
+            note += f", asked by {self.requester.username}"
+        if self.scope is not None:
+            note += f"; tools read {self.scope.describe()}"
         self.projection.running(note, start_time, model.name, self.transcript.reference())
         self._progress()
         self.writer.send_soon()
@@ -536,3 +560,17 @@ async def run_attempt(
     finally:
         engine.active_runs -= 1
         active.dec()
+
+
+def _scope_instructions(scope: RunScope | None) -> str | None:
+    """What the model is told about its reach (the apiserver enforces it either way)."""
+    if scope is None or scope.cluster:
+        return None
+    return (
+        "Access scope: your tools can read only these namespaces: " + ", ".join(scope.namespaces)
+        + " (and cluster-scoped objects such as nodes). Anything in another namespace is "
+        "forbidden to you by the Kubernetes API, on purpose, and so is listing across all "
+        "namespaces: always pass one of these namespaces. If the question is about another "
+        "namespace, do not guess: say plainly that this run is not allowed to read it and that "
+        "a cluster admin can grant wider scope."
+    )

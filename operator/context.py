@@ -13,58 +13,94 @@ import aiohttp
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList
+from lestrade.resources.tenancy import RunScope
 from lestrade.operator.tools import ToolRegistry, default_registry
 
 from lestrade.kube import Kube, make_api_client
 from .engine import Engine, ToolsFactory
 from .settings import OperatorSettings
+from .scope_identity import ScopeIdentities
 from .tools_identity import ToolsIdentity, parse_service_account
 
-__all__ = ["build_engine", "default_tools"]
+__all__ = ["build_engine", "default_tools", "ScopedTools"]
 
 logger = logging.getLogger(__name__)
 
 
-def default_tools(settings: OperatorSettings) -> ToolsFactory:
-    """The product's tool registry, configured by the settings (one registry per run).
+class ScopedTools:
+    """The product's tool registry for one run, acting as the identity of the run's scope.
 
-    With `tools_service_account`, the tools act as that read-only account (minted once per
-    process with the operator's client, renewed as it ages); only the write tools, which
-    always wait for approval, act with the operator's own client.
+    With `tools_service_account`, cluster-wide runs act as that read-only account; with
+    `scopes_namespace` too, every other run acts as an account bound to its scope's namespaces
+    only (`scope_identity.py`). Identities are minted with the operator's client once per
+    process and renewed as they age; only the write tools, which always wait for approval, act
+    with the operator's own client.
     """
-    identity: ToolsIdentity | None = None
-    warned = False
 
-    def tools_identity(operator_client: k8s.ApiClient) -> ToolsIdentity | None:
-        nonlocal identity, warned
-        if identity is None and settings.tools_service_account:
-            namespace, name = parse_service_account(settings.tools_service_account, "default")
-            identity = ToolsIdentity(operator_client, namespace, name)
-        elif identity is None and not warned:
-            warned = True
+    def __init__(self, settings: OperatorSettings) -> None:
+        self.settings = settings
+        self._cluster: ToolsIdentity | None = None
+        self._scoped: ScopeIdentities | None = None
+        self._warned = False
+
+    @property
+    def tenancy(self) -> bool:
+        """True when runs are confined to their scope (else every run reads cluster-wide)."""
+        return bool(self.settings.scopes_namespace)
+
+    def _cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
+        if self._cluster is None and self.settings.tools_service_account:
+            namespace, name = parse_service_account(self.settings.tools_service_account, "default")
+            self._cluster = ToolsIdentity(operator_client, namespace, name)
+        elif self._cluster is None and not self._warned:
+            self._warned = True
             logger.warning(
                 "LESTRADE_TOOLS_SERVICE_ACCOUNT is not set: the Kubernetes tools act with the "
                 "operator's own credentials and bash's kubectl gets none"
             )
-        if identity is not None:
-            identity.refresh()  # each run starts with a token good for half its lifetime
-        return identity
+        return self._cluster
 
-    def factory(api_client: k8s.ApiClient) -> ToolRegistry:
-        tools = tools_identity(api_client)
+    def identity(self, operator_client: k8s.ApiClient, scope: RunScope | None) -> ToolsIdentity | None:
+        """The identity for `scope` (blocking: may create an account and mint a token)."""
+        cluster = self._cluster_identity(operator_client)
+        if scope is None or scope.cluster or not self.settings.scopes_namespace:
+            if cluster is not None:
+                cluster.refresh()  # each run starts with a token good for half its lifetime
+            return cluster
+        if self._scoped is None:
+            self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
+                                           self.settings.tools_read_role, cluster)
+        return self._scoped.for_scope(scope)
+
+    def registry(self, api_client: k8s.ApiClient, scope: RunScope | None,
+                 tools: ToolsIdentity | None) -> ToolRegistry:
+        settings = self.settings
+        cluster_wide = scope is None or scope.cluster
+        runbook_client = self._cluster.api_client if self._cluster else api_client
         return default_registry(
             tools.api_client if tools else api_client,
             write_api_client=api_client,
             kubeconfig=tools.kubeconfig if tools else None,
             tool_workdir=str(tools.workdir) if tools else None,
-            prometheus_url=settings.prometheus_url,
+            # Prometheus has no per-namespace authorization: only cluster-wide runs query it.
+            prometheus_url=settings.prometheus_url if cluster_wide else None,
             runbook_dirs=list(settings.runbook_dirs) or None,
+            # Runbooks are the admin's (configured namespaces), read as the cluster-wide account.
+            runbook_api_client=runbook_client,
             runbook_namespaces=list(settings.runbook_namespaces),
             enable_write_tools=settings.enable_write_tools,
             enable_bash=settings.enable_bash,
+            write_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
+            scope_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
         )
 
-    return factory
+    def __call__(self, api_client: k8s.ApiClient, scope: RunScope | None = None) -> ToolRegistry:
+        return self.registry(api_client, scope, self.identity(api_client, scope))
+
+
+def default_tools(settings: OperatorSettings) -> ScopedTools:
+    """The product's tool registry factory, configured by the settings (one registry per run)."""
+    return ScopedTools(settings)
 
 
 def build_engine(

@@ -6,6 +6,7 @@ The same Engine serves the operator (many runs in one event loop) and a Job's po
 from __future__ import annotations
 
 from collections.abc import Callable
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from kubernetes import client as k8s
 from lestrade.config import ModelList
 from lestrade.kube import Kube
 from lestrade.operator.tools.base import ToolRegistry
+from lestrade.resources.tenancy import RunScope
 
 from .budgets import Ledger
 from .settings import OperatorSettings
@@ -38,6 +40,21 @@ class Engine:
     owns_client: bool = False
     active_runs: int = 0
     """Runs in progress in this process (what the status interval stretches with)."""
+
+    @property
+    def tenancy(self) -> bool:
+        """True when runs are confined to their scope by per-scope identities (the product's
+        tools with LESTRADE_SCOPES_NAMESPACE); test registries are not."""
+        return bool(getattr(self.tools, "tenancy", False))
+
+    async def tools_for(self, scope: RunScope | None) -> tuple[ToolRegistry, str | None]:
+        """The run's registry and the Kubernetes user its tools act as (None: the operator's
+        client). Minting an identity blocks (it may create an account), so it runs in a thread."""
+        factory: Any = self.tools
+        if hasattr(factory, "identity") and hasattr(factory, "registry"):
+            identity = await asyncio.to_thread(factory.identity, self.api_client, scope)
+            return factory.registry(self.api_client, scope, identity), identity.username if identity else None
+        return self.tools(self.api_client), None
 
     def status_interval(self) -> float:
         """Seconds between progress patches of one run: the configured interval, longer when

@@ -60,6 +60,9 @@ PASSED_TO_JOBS = (
     "LESTRADE_RUNBOOK_DIRS",
     "LESTRADE_RUNBOOK_NAMESPACES",
     "LESTRADE_TOOLS_SERVICE_ACCOUNT",
+    "LESTRADE_SCOPES_NAMESPACE",
+    "LESTRADE_TOOLS_READ_ROLE",
+    "LESTRADE_SCOPE_POLICY",
     "ENABLED_PROMPTS",
 )
 
@@ -109,6 +112,13 @@ class OperatorSettings:
     """Never a tenant's: a runbook is an instruction the model follows."""
     tools_service_account: str | None = None
     """`namespace/name` of the tools' read-only ServiceAccount (see tools_identity.py)."""
+    scopes_namespace: str | None = None
+    """Where the per-scope tools accounts live (tenant isolation, see scope_identity.py); unset:
+    every run reads with the cluster-wide tools account, as before tenancy existed."""
+    tools_read_role: str = "lestrade-tools-read"
+    """The read-only ClusterRole the per-scope accounts are bound to, per namespace."""
+    scope_policy: str | None = None
+    """`namespace/name` of the ConfigMap with the cluster admin's scope grants (scopes.py)."""
     metrics_port: int = 0
     """Port of the Prometheus metrics (0: not served)."""
     namespace_spend_limit: str = ""
@@ -152,6 +162,9 @@ class OperatorSettings:
                                         if n.strip()) or (_own_namespace(env),),
             "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
+            "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
+            "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
+            "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),

@@ -53,9 +53,12 @@ fi
 "$ENGINE" save -o "$state/image.tar" "$IMAGE"
 "$KIND" load image-archive "$state/image.tar" --name "$CLUSTER"
 
-# 3. the chart, as a user installs it (the image is already on the node: pullPolicy Never)
+# 3. the chart, as a user installs it (the image is already on the node: pullPolicy Never);
+#    the API's chats live in the release namespace and ask about pods in lestrade-e2e, which
+#    tenant isolation allows only through an admin's grant.
 "$HELM" upgrade --install "$RELEASE" charts/lestrade --namespace "$NAMESPACE" --create-namespace \
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
+  --set-json 'tenancy.grants=[{"fromNamespaces":["'"$NAMESPACE"'"],"namespaces":["lestrade-e2e"]}]' \
   --wait --timeout 5m
 "$KUBECTL" -n "$NAMESPACE" rollout status deployment/"$RELEASE" --timeout=180s
 

@@ -153,6 +153,10 @@ class LocalCluster(ServiceAccountTokens):
             "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             "--profiling=false",
+            # MutatingAdmissionPolicy (beta in 1.35, off by default) records who created each
+            # Investigation/Conversation (lestrade.operator.requester_policy).
+            "--feature-gates=MutatingAdmissionPolicy=true",
+            "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
             "--v=0",
         ], logs / "kube-apiserver.log").start()
         self.processes.append(apiserver)

@@ -31,6 +31,7 @@ from .common import (
     WireModel,
     cel_rule,
 )
+from .tenancy import Requester, RunScope
 from .constants import API_VERSION, CONVERSATION_KIND
 
 __all__ = [
@@ -390,6 +391,13 @@ class ConversationStatus(WireModel):
     )
     transcript: TranscriptRef | None = Field(
         default=None, description="Where the full conversation with the model is kept."
+    )
+    requester: Requester | None = Field(
+        default=None,
+        description="Who created this resource, as recorded at admission (see README: who sees what).",
+    )
+    scope: RunScope | None = Field(
+        default=None, description="What the tools of the latest run may read, and why."
     )
     last_activity_time: datetime | None = Field(
         default=None, description="When the latest turn started or finished."

@@ -28,6 +28,7 @@ from .common import (
     cel_rule,
     parse_duration,
 )
+from .tenancy import Requester, RunScope
 from .constants import API_VERSION, INVESTIGATION_KIND
 
 __all__ = [
@@ -211,6 +212,13 @@ class InvestigationStatus(WireModel):
     )
     transcript: TranscriptRef | None = Field(
         default=None, description="Where the full conversation with the model is kept."
+    )
+    requester: Requester | None = Field(
+        default=None,
+        description="Who created this resource, as recorded at admission (see README: who sees what).",
+    )
+    scope: RunScope | None = Field(
+        default=None, description="What the tools of the latest run may read, and why."
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."

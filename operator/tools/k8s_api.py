@@ -25,7 +25,8 @@ from kubernetes.client.exceptions import ApiException
 
 from lestrade.operator.tools.common import ToolInputError
 
-__all__ = ["ApiResource", "KubeApi", "KubeError"]
+__all__ = [
+    "ScopedKubeApi","ApiResource", "KubeApi", "KubeError"]
 
 _TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _REQUEST_TIMEOUT = 30
@@ -280,3 +281,40 @@ def _error_message(status: int | None, reason: str | None, body: bytes | str | N
     if status == 404 and not message:
         message = "not found"
     return f"{message or reason or 'request failed'} (HTTP {status})"
+
+
+class ScopedKubeApi(KubeApi):
+    """A KubeApi for a run confined to `namespaces`: a list "in every namespace" (no namespace
+    given) becomes one list per namespace of the scope, merged, so searches still work for a
+    scoped run. The credentials enforce the scope either way; this only asks where it may."""
+
+    def __init__(self, api_client: ApiClient, namespaces: list[str], **kw: Any) -> None:
+        super().__init__(api_client, **kw)
+        self.namespaces = list(namespaces)
+
+    async def _each(self, fetch: Any) -> list[dict[str, Any]]:
+        results = await asyncio.gather(*(fetch(ns) for ns in self.namespaces), return_exceptions=True)
+        found = [r for r in results if not isinstance(r, BaseException)]
+        if not found:
+            error = next(r for r in results if isinstance(r, BaseException))
+            raise error
+        return found
+
+    async def list_items(self, res: ApiResource, namespace: str | None = None, **query: Any) -> list[dict[str, Any]]:
+        if namespace or not res.namespaced:
+            return await super().list_items(res, namespace, **query)
+        lists = await self._each(lambda ns: super(ScopedKubeApi, self).list_items(res, ns, **query))
+        return [item for items in lists for item in items]
+
+    async def table(self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any) -> dict[str, Any]:
+        if namespace or name or not res.namespaced:
+            return await super().table(res, namespace, name, **query)
+        tables = await self._each(lambda ns: super(ScopedKubeApi, self).table(res, ns, **query))
+        merged = dict(tables[0])
+        merged["rows"] = [row for t in tables for row in t.get("rows") or []]
+        merged["metadata"] = {}
+        more = [t for t in tables if (t.get("metadata") or {}).get("continue")]
+        if more:
+            merged["metadata"] = {"continue": "scoped", "remainingItemCount": sum(
+                int((t.get("metadata") or {}).get("remainingItemCount") or 0) for t in more) or None}
+        return merged

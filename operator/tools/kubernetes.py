@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient
 
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
-from lestrade.operator.tools.k8s_api import ApiResource, KubeApi, KubeError
+from lestrade.operator.tools.k8s_api import ApiResource, KubeApi, KubeError, ScopedKubeApi
 from lestrade.operator.tools.k8s_describe import describe_node, describe_object, describe_pod, to_yaml
 from lestrade.operator.tools.k8s_format import (
     events_table,
@@ -309,9 +309,10 @@ def _ns_flag(p: Params) -> str:
     return f" -n {ns}" if ns else ""
 
 
-def kubernetes_toolset(api_client: ApiClient) -> Toolset:
-    """Read-only Kubernetes tools over `api_client` (its credentials decide what is visible)."""
-    k = _KubeTools(KubeApi(api_client))
+def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = None) -> Toolset:
+    """Read-only Kubernetes tools over `api_client` (its credentials decide what is visible).
+    `namespaces`: the run's scope; lists across namespaces then cover exactly those."""
+    k = _KubeTools(ScopedKubeApi(api_client, namespaces) if namespaces else KubeApi(api_client))
     logs_schema = schema(["pod_name", "namespace"], pod_name=S, namespace=NS,
                          container={"type": "string", "description": "default: all containers"},
                          tail={"type": "integer", "description": f"lines, default {_DEFAULT_TAIL}"},

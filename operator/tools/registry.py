@@ -36,16 +36,22 @@ def default_registry(
     prometheus_url: str | None = None,
     runbook_dirs: list[str | Path] | None = None,
     runbook_namespaces: list[str] | None = None,
+    runbook_api_client: ApiClient | None = None,
+    write_namespaces: list[str] | None = None,
+    scope_namespaces: list[str] | None = None,
     enable_write_tools: bool = False,
     enable_bash: bool = True,
     bash_env: Mapping[str, str] | None = None,
 ) -> ToolRegistry:
     """All built-in toolsets for one run. `bash_env` adds variables to bash's minimal env;
     `runbook_namespaces` are the only namespaces whose labelled ConfigMaps are runbooks;
-    `tool_workdir` is the private folder bash's children work (and may write) in."""
+    `tool_workdir` is the private folder bash's children work (and may write) in;
+    `runbook_api_client` reads the runbook ConfigMaps (the admin's, so not the run's scoped
+    identity); `write_namespaces` confines the write tools to the run's scope;
+    `scope_namespaces` makes the Kubernetes tools' cross-namespace lists cover the scope."""
     toolsets = [
-        kubernetes_toolset(api_client),
-        runbooks_toolset(runbook_dirs, api_client=api_client, configmap_namespaces=runbook_namespaces),
+        kubernetes_toolset(api_client, namespaces=scope_namespaces),
+        runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
     ]
     if prometheus_url:
@@ -53,5 +59,6 @@ def default_registry(
     bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir)
     bash.enabled = enable_bash
     toolsets.append(bash)
-    toolsets.append(write_toolset(write_api_client or api_client, enabled=enable_write_tools))
+    toolsets.append(write_toolset(write_api_client or api_client, enabled=enable_write_tools,
+                                  namespaces=write_namespaces))
     return ToolRegistry(toolsets=toolsets)

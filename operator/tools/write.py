@@ -36,19 +36,30 @@ def _workload_kind(p: Params, allowed: dict[str, str]) -> str:
     return kind
 
 
-def write_toolset(api_client: ApiClient, *, enabled: bool = False) -> Toolset:
-    """Write tools over `api_client`; `enabled=False` keeps them out of the model's tool list."""
+def write_toolset(api_client: ApiClient, *, enabled: bool = False,
+                  namespaces: list[str] | None = None) -> Toolset:
+    """Write tools over `api_client`; `enabled=False` keeps them out of the model's tool list.
+    `namespaces`: the run's scope (None: any namespace). The write client is the operator's, so
+    this check is what keeps an approved write inside the scope of the run that asked for it."""
     api = KubeApi(api_client)
 
+    def _namespace(p: Params) -> str:
+        namespace = p.name("namespace")
+        if namespaces is not None and namespace not in namespaces:
+            raise ToolInputError(
+                f"namespace {namespace} is outside this run's scope ({', '.join(namespaces)})"
+            )
+        return namespace
+
     async def delete_pod(p: Params) -> str:
-        namespace, name = p.name("namespace"), p.name("name")
+        namespace, name = _namespace(p), p.name("name")
         pods = await api.resolve("pods")
         await api.delete(pods.path(namespace, name))
         return f'pod "{name}" deleted from namespace {namespace}'
 
     async def rollout_restart(p: Params) -> str:
         kind = _workload_kind(p, _RESTARTABLE)
-        namespace, name = p.name("namespace"), p.name("name")
+        namespace, name = _namespace(p), p.name("name")
         res = await api.resolve(f"{_RESTARTABLE[kind]}.apps")
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}}
@@ -57,7 +68,7 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False) -> Toolset:
 
     async def scale(p: Params) -> str:
         kind = _workload_kind(p, _SCALABLE)
-        namespace, name = p.name("namespace"), p.name("name")
+        namespace, name = _namespace(p), p.name("name")
         replicas = p.integer("replicas", lo=0)
         if replicas is None:
             raise ToolInputError("missing required parameter 'replicas'")

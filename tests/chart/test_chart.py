@@ -147,3 +147,42 @@ def test_rendered_objects_are_accepted_and_rbac_is_read_only(installed, api_clie
     assert _token_allowed(api_client, user, namespace, f"{sa}-tools")
     assert not _token_allowed(api_client, user, namespace, sa)
     assert not _token_allowed(api_client, user, elsewhere, "default")
+
+
+def test_tenancy_rbac_hands_out_only_scoped_reads(installed, api_client, crds) -> None:
+    """The operator makes per-scope accounts (tokens only in the scopes namespace) and may bind
+    nothing but the read-only role; a scoped account reads cluster-scoped objects such as nodes,
+    and no namespace until a RoleBinding puts it there."""
+    sa, namespace = installed
+    user = f"system:serviceaccount:{namespace}:{sa}"
+    scopes = f"{sa}-scopes"
+    assert _token_allowed(api_client, user, scopes, "scope-0123456789abcdef")
+    assert not _token_allowed(api_client, user, "kube-system", "scope-0123456789abcdef")
+
+    def may_bind(role: str) -> bool:
+        review = k8s.AuthorizationV1Api(api_client).create_subject_access_review(k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(user=user, groups=["system:serviceaccounts"],
+                resource_attributes=k8s.V1ResourceAttributes(
+                    verb="bind", group="rbac.authorization.k8s.io", resource="clusterroles", name=role))))
+        return bool(review.status.allowed)
+
+    assert may_bind(f"{sa}-tools-read")
+    for role in ("cluster-admin", "admin", "edit", f"{sa}-operator"):
+        assert not may_bind(role)
+    assert _can(api_client, user, "create", "rolebindings", "kube-system", group="rbac.authorization.k8s.io")
+    assert not _can(api_client, user, "create", "roles", "kube-system", group="rbac.authorization.k8s.io")
+
+    scoped = f"system:serviceaccount:{scopes}:scope-0123456789abcdef"
+    review = k8s.AuthorizationV1Api(api_client)
+
+    def scoped_can(verb: str, resource: str, ns: str | None) -> bool:
+        spec = k8s.V1SubjectAccessReviewSpec(
+            user=scoped, groups=["system:serviceaccounts", f"system:serviceaccounts:{scopes}"],
+            resource_attributes=k8s.V1ResourceAttributes(verb=verb, resource=resource, namespace=ns))
+        return bool(review.create_subject_access_review(k8s.V1SubjectAccessReview(spec=spec)).status.allowed)
+
+    assert scoped_can("list", "nodes", None)
+    assert not scoped_can("list", "namespaces", None)
+    for ns in ("kube-system", namespace):
+        assert not scoped_can("list", "pods", ns)
+        assert not scoped_can("get", "secrets", ns)

@@ -28,6 +28,8 @@ EVERYTHING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     "existingSecret": "my-models",
     "tools": {"prometheusUrl": "http://prometheus.monitoring:9090"},
+    "tenancy": {"mutatingPolicy": True, "grants": [{"groups": ["sre"], "namespaces": ["*"]},
+                                                   {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]}]},
 }
 VARIANTS = {
     "defaults": {},
@@ -260,7 +262,18 @@ def test_the_apiserver_accepts_everything_rendered(
     apply_peering_crds(cluster, docs)
     # ServiceMonitor: the Prometheus Operator's CRD is not part of the local control plane.
     objects = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "ServiceMonitor")]
-    dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "--validate=strict",
-                  "--field-manager=chart-test", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    # Namespaces the chart creates (tenancy's scopes namespace) must exist for a dry run of
+    # the objects inside them, as they would after Helm created them first.
+    namespaces = [d for d in objects if d["kind"] == "Namespace"]
+    if namespaces:
+        made = kubectl(cluster, "apply", "--server-side", "--field-manager=chart-test", "-f", "-",
+                       stdin=yaml.safe_dump_all(namespaces))
+        assert made.returncode == 0, made.stderr
+    try:
+        dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "--validate=strict",
+                      "--field-manager=chart-test", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    finally:
+        for ns in namespaces:
+            kubectl(cluster, "delete", "namespace", ns["metadata"]["name"], "--wait=false", "--ignore-not-found")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.count("(server dry run)") == len(objects)

@@ -105,6 +105,7 @@ def test_chart_renders_and_the_apiserver_accepts_it(
     crds = by_kind(helm_template(tmp_path / "base", {}), "CustomResourceDefinition")
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
                   for n in ["lestrade-system", *((values.get("operator") or {}).get("watchNamespaces") or [])]]
+    namespaces += by_kind(docs, "Namespace")  # the chart's own (tenancy's scopes namespace) exist first
     applied = run("apply", "-f", "-", stdin=yaml.safe_dump_all([*namespaces, *crds]))
     assert applied.returncode == 0, applied.stderr
     for crd in crds:

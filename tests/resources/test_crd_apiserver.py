@@ -336,22 +336,25 @@ def test_printer_columns_show_progress(
     investigations.create(investigation("cols"))
     investigations.patch_status(
         "cols",
-        {"phase": "Running", "steps": 3, "toolCallCount": 2, "usage": {"totalTokens": 1234}},
+        {"phase": "Running", "steps": 3, "toolCallCount": 2, "usage": {"totalTokens": 1234},
+         "requester": {"username": "jane", "groups": ["sre"]}},
     )
     table = _table(api_client, namespace, INVESTIGATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Steps", "Tools", "Tokens", "Model", "Title", "Message",
-                     "Age"]
+    assert names == ["Name", "Phase", "Steps", "Tools", "Tokens", "Model", "Title", "Requester",
+                     "Message", "Age"]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert (row["Name"], row["Phase"], row["Steps"], row["Tools"], row["Tokens"]) == (
         "cols", "Running", 3, 2, 1234
     )
+    assert row["Requester"] == "jane"
 
     conversations.create(conversation("cols", "hi"))
     conversations.patch_status("cols", {"phase": "Answered", "askedTurns": 2, "answeredTurns": 1, "version": 2})
     table = _table(api_client, namespace, CONVERSATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Message", "Age"]
+    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Requester",
+                     "Message", "Age"]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert (row["Phase"], row["Asked"], row["Answered"], row["Version"]) == ("Answered", 2, 1, 2)
 

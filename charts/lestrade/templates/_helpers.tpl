@@ -69,6 +69,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.rbac.create }}
 - name: LESTRADE_TOOLS_SERVICE_ACCOUNT
   value: {{ printf "%s/%s" .Release.Namespace (include "lestrade.toolsServiceAccountName" .) | quote }}
+{{- if .Values.tenancy.enabled }}
+- name: LESTRADE_SCOPES_NAMESPACE
+  value: {{ printf "%s-scopes" (include "lestrade.fullname" .) | quote }}
+- name: LESTRADE_TOOLS_READ_ROLE
+  value: {{ printf "%s-tools-read" (include "lestrade.fullname" .) | quote }}
+- name: LESTRADE_SCOPE_POLICY
+  value: {{ printf "%s/%s-scope-policy" .Release.Namespace (include "lestrade.fullname" .) | quote }}
+{{- end }}
 {{- end }}
 - name: LESTRADE_ENABLE_WRITE_TOOLS
   value: {{ .Values.tools.enableWriteTools | quote }}

@@ -1,0 +1,130 @@
+"""The scope decision: which namespaces a run's tools may read.
+
+By default a run reads only the namespace of its resource. Wider scopes come only from the
+cluster admin's scope policy — a ConfigMap in the operator's namespace (the chart renders it
+from `tenancy.grants`), key `grants.yaml`:
+
+    grants:
+      - groups: [sre]              # the requester is in one of these groups ...
+        namespaces: ["*"]          # ... so its runs may read the whole cluster
+      - fromNamespaces: [team-a]   # runs of resources in team-a ...
+        namespaces: [team-a-db]    # ... may also read team-a-db
+
+A grant with both `groups` and `fromNamespaces` needs both to match; a grant with neither
+matches nothing. The requester is the identity recorded at admission (never a spec field), so
+nothing a tenant writes into its own resource widens what its run reads. The policy is read at
+the start of every attempt: a revoked grant applies to the next attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from lestrade.kube import ApiException, Kube, api_path
+from lestrade.resources.tenancy import Requester, RunScope
+
+__all__ = ["Grant", "ScopePolicy", "decide_scope", "load_policy", "POLICY_KEY", "ALL_NAMESPACES"]
+
+logger = logging.getLogger(__name__)
+
+POLICY_KEY = "grants.yaml"
+ALL_NAMESPACES = "*"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One line of the policy: who (groups) or from where (namespaces) may read what."""
+
+    namespaces: tuple[str, ...]
+    groups: tuple[str, ...] = ()
+    from_namespaces: tuple[str, ...] = ()
+
+    def applies(self, namespace: str, requester: Requester | None) -> bool:
+        if not self.groups and not self.from_namespaces:
+            return False
+        if self.from_namespaces and namespace not in self.from_namespaces:
+            return False
+        if self.groups and (requester is None or not set(self.groups) & set(requester.groups)):
+            return False
+        return True
+
+    def describe(self) -> str:
+        who = []
+        if self.groups:
+            who.append("group " + "/".join(self.groups))
+        if self.from_namespaces:
+            who.append("runs in " + "/".join(self.from_namespaces))
+        return f"{' and '.join(who)} -> {', '.join(self.namespaces)}"
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    grants: tuple[Grant, ...] = ()
+    error: str | None = None
+    """Why the policy could not be read (then no grant applies)."""
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{where} must be a list of names")
+    return tuple(value)
+
+
+def parse_policy(text: str) -> ScopePolicy:
+    """The policy from `grants.yaml`; an unreadable one grants nothing and says why."""
+    try:
+        document = yaml.safe_load(text) or {}
+        items = document.get("grants") or [] if isinstance(document, dict) else None
+        if not isinstance(items, list):
+            raise ValueError("grants must be a list")
+        grants = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValueError(f"grants[{i}] must be a mapping")
+            namespaces = _names(item.get("namespaces"), f"grants[{i}].namespaces")
+            if not namespaces:
+                raise ValueError(f"grants[{i}].namespaces is required")
+            grants.append(Grant(namespaces, _names(item.get("groups"), f"grants[{i}].groups"),
+                                _names(item.get("fromNamespaces"), f"grants[{i}].fromNamespaces")))
+        return ScopePolicy(tuple(grants))
+    except (yaml.YAMLError, ValueError, AttributeError) as exc:
+        return ScopePolicy(error=f"scope policy {POLICY_KEY}: {exc}")
+
+
+async def load_policy(kube: Kube, ref: str | None) -> ScopePolicy:
+    """The policy ConfigMap `namespace/name` (absent: no grants)."""
+    if not ref:
+        return ScopePolicy()
+    namespace, _, name = ref.rpartition("/")
+    try:
+        configmap = await kube.request("GET", api_path("v1", "configmaps", namespace, name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return ScopePolicy()
+        logger.warning("cannot read the scope policy %s: %s", ref, exc.reason)
+        return ScopePolicy(error=f"scope policy {ref} unreadable ({exc.status})")
+    return parse_policy(str(((configmap or {}).get("data") or {}).get(POLICY_KEY) or ""))
+
+
+def decide_scope(namespace: str, requester: Requester | None, policy: ScopePolicy) -> RunScope:
+    """The run's own namespace, plus every grant that applies to it and its requester."""
+    applied = [g for g in policy.grants if g.applies(namespace, requester)]
+    readable = {namespace}
+    for grant in applied:
+        readable.update(grant.namespaces)
+    reasons = [f"own namespace {namespace}"] + [f"grant: {g.describe()}" for g in applied]
+    if requester is None:
+        reasons.append("no requester recorded (group grants do not apply)")
+    if policy.error:
+        reasons.append(policy.error)
+    reason = "; ".join(reasons)
+    if ALL_NAMESPACES in readable:
+        return RunScope(cluster=True, namespaces=[], reason=reason)
+    return RunScope(cluster=False, namespaces=sorted(readable), reason=reason)
+

@@ -15,9 +15,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import routes_chat, routes_investigate
+from . import routes_chat, routes_contexts, routes_investigate
 from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from .chats import ChatStore, ClientError
+from .contexts import ContextStore
 from .follow import Follower, TranscriptCache
 from .limits import DEFAULT_MAX_BODY, RequestLimits
 from .services import Services
@@ -80,6 +81,7 @@ def create_app(
         )
     app.include_router(routes_chat.router)
     app.include_router(routes_investigate.router)
+    routes_contexts.install(app, ContextStore(kube, namespace))
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

@@ -218,7 +218,7 @@ class ContextStore:
         self, name: str, role: str, parts: list[dict[str, Any]], token_count: int | None,
         metadata: dict[str, Any] | None, if_version: int | None,
     ) -> dict[str, int]:
-        async def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> dict[str, Any]:
             seq = len(stored.state.messages) + 1
             chat = to_chat(role, parts, seq)
             tokens = token_count if token_count is not None else estimate(chat)
@@ -239,7 +239,7 @@ class ContextStore:
         }
 
     async def compact(self, name: str, replacement: list[dict[str, Any]], if_version: int | None) -> dict[str, int]:
-        async def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> dict[str, Any]:
             chat = [to_chat(m["role"], m["parts"], 0) for m in replacement]
             before = count_messages(stored.state.working_messages())
             return {

@@ -323,25 +323,29 @@ class ContextStore:
     async def _write(self, name: str, if_version: int | None, make: Any) -> tuple[Stored, dict[str, Any]]:
         """Appends the record `make(stored)` builds to the transcript, as the next record, with
         optimistic concurrency; returns the context as it was just before, and the record."""
+        if if_version is not None:
+            self._check(name, await self.read(name), if_version)  # a stale guard fails without queueing
         async with self._locks[name]:
             for _ in range(_WRITE_ATTEMPTS):
                 stored = await self.read(name)
-                if stored.tombstoned:
-                    raise _tombstoned(name)
-                if ConversationView(stored.obj).has_work():
-                    raise ContextError(
-                        409, "conflict",
-                        f"context {name!r} is answering a turn (spec.turns); append when it ends",
-                    )
-                if if_version is not None and if_version != stored.state.version:
-                    raise ContextError(
-                        409, "conflict",
-                        f"Context version changed (expected {if_version}, found {stored.state.version})",
-                    )
+                self._check(name, stored, if_version)
                 record = make(stored)
                 if await self._store(stored, record):
                     return stored, record
         raise ContextError(503, "unavailable", f"context {name!r} keeps changing; retry with backoff")
+
+    @staticmethod
+    def _check(name: str, stored: Stored, if_version: int | None) -> None:
+        if stored.tombstoned:
+            raise _tombstoned(name)
+        if ConversationView(stored.obj).has_work():
+            raise ContextError(
+                409, "conflict", f"context {name!r} is answering a turn (spec.turns); append when it ends"
+            )
+        if if_version is not None and if_version != stored.state.version:
+            raise ContextError(
+                409, "conflict", f"Context version changed (expected {if_version}, found {stored.state.version})"
+            )
 
     async def _store(self, stored: Stored, record: dict[str, Any]) -> bool:
         """Writes `record` as record number len(records); False when someone else wrote first."""

@@ -169,7 +169,7 @@ class ContextStore:
             await writer.create(self._path(), {
                 "apiVersion": API_VERSION, "kind": CONVERSATION_KIND,
                 "metadata": {"name": name, "labels": {CONTEXT_LABEL: "true"}, "annotations": annotations},
-                "spec": {"context": context},
+                "spec": {"turns": [], "context": context},
             })
         except ApiException as exc:
             if not is_conflict(exc):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+
+import aiohttp
 from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lestrade.kube import ApiException, api_path
@@ -232,3 +234,16 @@ def install(app: FastAPI, store: ContextStore) -> None:
     @app.exception_handler(ContextError)
     async def context_error(request: Request, exc: ContextError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        """Under /v1 the documented shape: 503 when the apiserver failed or could not be
+        reached (retry with backoff), 500 otherwise; elsewhere Starlette's plain 500."""
+        if not request.url.path.startswith("/v1/"):
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        if isinstance(exc, (OSError, TimeoutError, aiohttp.ClientError)) or (
+            isinstance(exc, ApiException) and (exc.status or 0) >= 500
+        ):
+            return JSONResponse({"error": "unavailable", "message": f"the Kubernetes API failed: {exc}"[:500]}, status_code=503)
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "internal_error", "message": type(exc).__name__}, status_code=500)

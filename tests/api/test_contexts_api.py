@@ -10,7 +10,7 @@ import httpx
 from apikit import serve
 from convkit import all_answered, ask, create_conv, get_conv, wait_conv
 from lestrade.api.app import create_app
-from lestrade.modelserver import Scenario, Step
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 
 def text(t: str) -> list[dict[str, Any]]:
@@ -289,3 +289,37 @@ def test_turns_and_stored_messages_share_one_log(
         # The stored note reached the model with the second turn.
         request = model_server.requests(scenario_name)[-1]
         assert any("A note for later." in str(m.get("content")) for m in request["messages"])
+
+
+def test_a_turn_after_stored_messages_gets_the_system_prompt(
+    stack: Any, model_server: Any, scenario_name: str, api_client: Any, namespace: str
+) -> None:
+    """A context made through /v1 whose first turn comes later (kubectl): the operator still
+    gives the model its system prompt, after the stored messages it also gives it."""
+    fix = ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        # The scripted server plays step n for a request holding n assistant messages; the
+        # stored "Noted." is one.
+        Step(content="(not played)"), Step(content="Answered."), Step(tool_calls=[fix]),
+    ]))
+    s = stack(scenario_name)
+    with s.client() as http:
+        assert http.put("/v1/contexts/later", json={}).status_code == 200
+        assert append(http, "later", "user", "Remember: the SKU is A-19.").status_code == 200
+        assert append(http, "later", "assistant", "Noted.").status_code == 200
+        conv = get_conv(api_client, namespace, "later")
+        assert conv.get("status", {}).get("turns", []) == []  # stored, not answered
+        ask(api_client, namespace, "later", "What is the SKU?")
+        wait_conv(api_client, namespace, "later", all_answered(1))
+        sent = model_server.requests(scenario_name)[-1]["messages"]
+        assert [m["role"] for m in sent] == ["user", "assistant", "system", "user"]
+        assert "Remember: the SKU is A-19." in sent[0]["content"] and "What is the SKU?" in sent[-1]["content"]
+        log = http.get("/v1/contexts/later/tail").json()["messages"]
+        assert [m["seq"] for m in log] == [1, 2, 3, 4, 5] and log[-1]["parts"] == text("Answered.")
+        assert http.get("/v1/contexts/later").json()["version"] == 5
+        # While a turn is being answered (here: waiting for approval), appends are refused.
+        ask(api_client, namespace, "later", "Fix it.")
+        wait_conv(api_client, namespace, "later", lambda o: (o.get("status") or {}).get("phase") == "AwaitingApproval")
+        busy = append(http, "later", "user", "meanwhile")
+        assert busy.status_code == 409 and busy.json()["error"] == "conflict" and "turn" in busy.json()["message"]
+        assert http.post("/v1/contexts/later/compact", json={"replacement": [{"role": "user", "parts": text("s")}]}).status_code == 409

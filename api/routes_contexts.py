@@ -118,10 +118,15 @@ def _settings_wire(req: PutContext) -> dict[str, Any]:
     if req.policy is not None:
         policy = {"policy": req.policy.strategy, "limit": req.policy.config.limit,
                   "skip_kinds": req.policy.config.skip_kinds}
-    settings = ContextSettings.model_validate({
-        "token_budget": req.token_budget, "trigger_ratio": req.trigger_ratio,
-        "compaction": policy, "metadata": req.metadata,
-    })
+    try:
+        settings = ContextSettings.model_validate({
+            "token_budget": req.token_budget, "trigger_ratio": req.trigger_ratio,
+            "compaction": policy, "metadata": req.metadata,
+        })
+    except ValidationError as exc:  # the resource's own limits (e.g. skip_kinds entries)
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]).replace("compaction", "policy.config")
+        raise ContextError(400, "invalid_payload", f"{where}: {first['msg']}") from None
     return settings.to_wire()
 
 

@@ -129,6 +129,7 @@ def test_errors_have_the_documented_shape(stack: Any, scenario_name: str) -> Non
             ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "fifo"}}, "policy.strategy"),
             ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "skip_parts", "config": {"limit": 3}}}, "skipKinds"),
             ("PUT", "/v1/contexts/demo", {"token_budget": 0}, "token_budget"),
+            ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "skip_parts", "config": {"skip_kinds": [""]}}}, "skip_kinds"),
             ("POST", "/v1/contexts/demo/messages", {"message": {"role": "robot", "parts": text("x")}}, "message.role"),
             ("POST", "/v1/contexts/demo/messages", {"message": {"role": "user", "parts": []}}, "message.parts"),
             ("POST", "/v1/contexts/demo/messages", {"message": {"role": "user", "parts": text("x")}, "if_version": -1}, "if_version"),

@@ -129,6 +129,7 @@ class ContextStore:
 
     async def read(self, name: str) -> Stored:
         obj = await self.conversation(name)
+        # A chunk is labelled with the owner's uid; the list is one consistent snapshot.
         found = await self.kube.get(
             api_path("v1", "configmaps", self.namespace),
             labelSelector=f"{TRANSCRIPT_LABEL}={obj['metadata']['uid']}",
@@ -356,14 +357,25 @@ class ContextStore:
         base = api_path("v1", "configmaps", self.namespace)
         last = stored.chunks[-1] if stored.chunks else None
         used = sum(len(k) + len(v) for k, v in ((last or {}).get("data") or {}).items())
+        sealed = last is not None and SEAL_KEY in (last.get("data") or {})
         try:
-            if last is not None and used + len(key) + len(value) <= self.chunk_limit:
+            if last is not None and not sealed and used + len(key) + len(value) <= self.chunk_limit:
                 await self.kube.patch(f"{base}/{last['metadata']['name']}", {
                     "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
                     "data": {key: value},
                 }, parse=False)
             else:
-                await self.kube.create(base, self._chunk(stored, len(stored.chunks), {key: value}), parse=False)
+                if last is not None and not sealed:
+                    # Seal the full chunk first (a conditional write like any other): a writer
+                    # whose smaller record would still fit it then conflicts and re-reads,
+                    # instead of storing the same record number there as this one does in
+                    # the next chunk.
+                    await self.kube.patch(f"{base}/{last['metadata']['name']}", {
+                        "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
+                        "data": {SEAL_KEY: "true"},
+                    }, parse=False)
+                index = 1 + int((last or {}).get("metadata", {}).get("labels", {}).get(CHUNK_LABEL, "-1"))
+                await self.kube.create(base, self._chunk(stored, index, {key: value}), parse=False)
         except ApiException as exc:
             if is_conflict(exc):
                 return False
@@ -386,6 +398,9 @@ class ContextStore:
             "data": data,
         }
 
+
+SEAL_KEY = "sealed"
+"""In a transcript chunk no more records go to (not a record key: readers skip it)."""
 
 UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
 """When the context's settings or metadata last changed through `/v1`."""

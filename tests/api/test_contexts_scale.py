@@ -171,3 +171,33 @@ def test_ten_thousand_messages_paged_with_tail(stack: Any, scenario_name: str, n
         assert after.status_code == 200, after.text
         assert after.json()["seq"] == total + 1
         assert http.get("/v1/contexts/long/tail?limit=1").json()["messages"][0]["parts"][0]["text"] == "one more"
+
+
+def test_concurrent_appends_across_chunk_boundaries(cluster: Any, crds: None, namespace: str, api_client: Any) -> None:
+    """Small chunks and records of different sizes: when one writer starts a new chunk while
+    another's smaller record would still fit the old one, neither record is lost (the full
+    chunk is sealed first)."""
+    from apikit import serve
+    from lestrade.api.app import create_app
+    from lestrade.resources.transcript import TRANSCRIPT_LABEL
+    from kubernetes import client as k8s
+
+    with cluster.api_client() as one, cluster.api_client() as two:
+        apps = [create_app(one, namespace=namespace), create_app(two, namespace=namespace)]
+        for app in apps:
+            app.state.contexts.chunk_limit = 6000
+        with serve(apps[0]) as a, serve(apps[1]) as b:
+            assert httpx.put(f"{a}/v1/contexts/chunky", json={}, timeout=60).status_code == 200
+            texts = [f"{i}:" + "x" * (100 + (i * 397) % 1500) for i in range(50)]
+            with ThreadPoolExecutor(50) as pool:
+                answers = list(pool.map(lambda i: _append((a, b)[i % 2], "chunky", texts[i]), range(50)))
+            assert all(r.status_code == 200 for r in answers), [r.text for r in answers if r.status_code != 200]
+            assert sorted(r.json()["seq"] for r in answers) == list(range(1, 51))
+            log = _log(a, "chunky")
+            assert [m["seq"] for m in log] == list(range(1, 51))
+            assert sorted(m["parts"][0]["text"] for m in log) == sorted(texts)
+    uid = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        "lestrade.dev", "v1alpha1", namespace, "conversations", "chunky")["metadata"]["uid"]
+    chunks = k8s.CoreV1Api(api_client).list_namespaced_config_map(namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}").items
+    assert len(chunks) >= 5  # ~40 KB of records in 6 KB chunks
+    assert all("sealed" in (c.data or {}) for c in sorted(chunks, key=lambda c: int(c.metadata.labels["lestrade.dev/transcript-chunk"]))[:-1])

@@ -6,12 +6,16 @@ UV := $(TOOLS)/bin/uv
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench deps binaries crds crds-check clean
+.PHONY: run test bench deps binaries browser crds crds-check clean image e2e-kind
+
+# The image `make image` builds and `make e2e-kind` loads: the chart's appVersion by default.
+APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/lestrade/Chart.yaml)
+IMAGE ?= ghcr.io/lestrade/lestrade:$(APP_VERSION)
 
 run: deps binaries ## local control plane (or LESTRADE_CLUSTER=current), CRDs, operator, API
 	$(PY) -m lestrade.cli run
 
-test: deps binaries ## the whole suite against the real control plane
+test: deps binaries browser ## the whole suite against the real control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: deps binaries ## benchmarks: print numbers
@@ -30,11 +34,23 @@ $(UV):
 binaries: deps ## build the pinned control-plane binaries from Go modules (cached)
 	$(PY) -m lestrade.localcluster build
 
+browser: ## Debian's chromium for the web console's browser tests (Playwright drives it; no download)
+	@test -x /usr/bin/chromium || { \
+		echo "installing chromium (apt-get) for the console's browser tests"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+
 crds: deps ## regenerate crds/ and the chart's CRDs from the pydantic models
 	$(PY) -m lestrade.resources.generate
 
 crds-check: deps
 	$(PY) -m lestrade.resources.generate --check
+
+image: ## the container image (docker, or buildah/podman without a daemon); see Dockerfile
+	IMAGE=$(IMAGE) hack/image/build.sh
+
+e2e-kind: deps binaries ## a kind cluster, the image loaded, the chart installed, e2e/ against it
+	IMAGE=$(IMAGE) PY=$(PY) e2e/kind/run.sh
 
 clean:
 	rm -rf .venv .lestrade

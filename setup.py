@@ -16,5 +16,5 @@ for package, folder in ROOTS.items():
 setup(
     packages=packages,
     package_dir=ROOTS,
-    package_data={"": ["*.yaml", "*.md", "*.jinja2", "*.txt", "py.typed"]},
+    package_data={"": ["*.yaml", "*.md", "*.jinja2", "*.txt", "py.typed"], "lestrade.api": ["console/*"]},
 )

@@ -33,7 +33,9 @@ def main() -> None:
     app = create_app(
         api_client,
         auth=auth,
-        namespace=os.environ.get("LESTRADE_NAMESPACE") or _pod_namespace() or "default",
+        # POD_NAMESPACE: the chart's downward-API value (the same as the mounted token's namespace)
+        namespace=(os.environ.get("LESTRADE_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+                   or _pod_namespace() or "default"),
         wait_timeout=float(os.environ.get("LESTRADE_API_WAIT_TIMEOUT", "3600")),
     )
     uvicorn.run(app, host=host, port=port, log_level="info")

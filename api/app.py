@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import routes_chat, routes_contexts, routes_hosted, routes_investigate
+from . import console, routes_alertmanager, routes_chat, routes_contexts, routes_hosted, routes_investigate
 from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from .chats import ChatStore, ClientError
 from .contexts import ContextStore
@@ -84,6 +84,8 @@ def create_app(
         )
     app.include_router(routes_chat.router)
     app.include_router(routes_investigate.router)
+    app.include_router(console.router)  # the web console at / (console.py)
+    app.include_router(routes_alertmanager.router)
     routes_contexts.install(app, ContextStore(kube, namespace))
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)

@@ -31,9 +31,11 @@ from starlette.responses import Response
 from lestrade.kube import Acting, ApiException, Kube, api_path
 from lestrade.resources import GROUP, INVESTIGATION_PLURAL
 
-__all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS"]
+__all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS", "PUBLIC_PREFIXES"]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/health/live", "/health/ready"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready"})
+PUBLIC_PREFIXES = ("/console/",)
+"""The web console's page and files hold no data (console.py); its data needs a token."""
 
 
 def auth_enabled(env: dict[str, str] | None = None, in_cluster: bool = False) -> bool:
@@ -167,7 +169,7 @@ class AuthMiddleware(BaseHTTPMiddleware):
         return found
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if request.url.path in PUBLIC_PATHS:
+        if request.url.path in PUBLIC_PATHS or request.url.path.startswith(PUBLIC_PREFIXES):
             return await call_next(request)
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         presented = request.headers.get("x-api-key") or (token.strip() if scheme.lower() == "bearer" else "")

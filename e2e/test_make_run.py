@@ -156,6 +156,13 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> Non
     with urllib.request.urlopen(chat, timeout=120) as response:  # a form Content-Type, as `curl -d` sends
         answer = json.load(response)
     assert "Demo model" in answer["analysis"] and answer["conversation_id"]
+    # `kubectl lestrade`: the plugin `make run` puts beside its kubectl, found by kubectl on PATH.
+    plugin_env = {**user_env, "PATH": f"{workdir / '.lestrade' / 'bin'}:{os.environ['PATH']}"}
+    runs = subprocess.run(["kubectl", "lestrade", "list", "-A"], env=plugin_env, capture_output=True, text=True)
+    assert runs.returncode == 0, runs.stderr
+    assert answer["conversation_id"] in runs.stdout and "Answered" in runs.stdout
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:  # the console
+        assert b"/console/app.js" in response.read()
     output = (workdir / "run.log").read_text()
     assert "DEMO model" in output and "export KUBECONFIG=" in output
     # The tools act as a read-only ServiceAccount, never with this admin kubeconfig.

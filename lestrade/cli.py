@@ -66,6 +66,11 @@ def _link_kubectl(state_dir: Path) -> Path:
     link = bin_dir / "kubectl"
     link.unlink(missing_ok=True)
     link.symlink_to(binary_path("kubectl"))
+    # `kubectl lestrade`: kubectl runs any `kubectl-<name>` on PATH as a plugin.
+    plugin = bin_dir / "kubectl-lestrade"
+    plugin.unlink(missing_ok=True)
+    plugin.write_text(f"#!/bin/sh\nexec {sys.executable} -m lestrade.plugin \"$@\"\n")
+    plugin.chmod(0o755)
     return bin_dir
 
 
@@ -131,7 +136,8 @@ Lestrade is running (Ctrl-C stops everything).
   API:        http://{host}:{port}   (curl http://{host}:{port}/readyz)
   kubeconfig: export KUBECONFIG={kubeconfig}
   kubectl:    export PATH={bin_dir}:$PATH   (the kubectl {KUBERNETES_VERSION} built for this cluster)
-  try:        kubectl apply -f examples/crashloop.yaml && kubectl get inv -w
+  try:        kubectl apply -f examples/crashloop.yaml && kubectl lestrade follow inventory-api-crashloop
+  console:    http://{host}:{port}/
   logs:       {logs}/
 """, flush=True)
         while not stop.wait(0.5):

@@ -18,9 +18,10 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes import client as k8s
 
@@ -78,9 +79,13 @@ async def run_operator(
     install_policy: bool = False,
     stop_flag: Any = None,
     ready_flag: Any = None,
+    session_factory: Callable[..., aiohttp.ClientSession] = aiohttp.ClientSession,
 ) -> None:
     """Runs the operator until stopped (signal, or `stop_flag` for embedded use)."""
-    engine = build_engine(settings, models or load_model_list(), api_client=api_client, tools=tools)
+    engine = build_engine(
+        settings, models or load_model_list(), api_client=api_client, tools=tools,
+        session_factory=session_factory,
+    )
     if install_policy:
         await install_admission_policy(engine.kube)
     ctx = OperatorContext.create(engine)

@@ -46,6 +46,7 @@ from lestrade.kube import resource_path
 from lestrade.timefmt import now_iso, parse_time, to_iso
 
 from . import metrics
+from .budgets import BUDGET_STOPS, run_budget_passed
 from .context_window import limits_for
 from .engine import Engine
 from .projection import ConversationProjection, Projection, projection_for
@@ -86,8 +87,10 @@ async def fail(
         started = begun.timestamp() if begun is not None else None
     metrics.run_failed(projection.view.kind, reason, started)
     projection.failed(state, reason, message)
-    await projection.writer.flush()
+    # Announced before the final write: Kopf stops this daemon as soon as it sees that write
+    # (its work filter stops matching), which can cancel us the moment the write returns.
     recorder.post(reason, message, "Warning")
+    await projection.writer.flush()
     return Outcome.FAILED
 
 
@@ -111,6 +114,7 @@ class _Attempt:
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
+        self._step_called_tools = False  # the latest model call asked for tools (not an answer)
 
     @property
     def state(self) -> Any:
@@ -162,6 +166,13 @@ class _Attempt:
             return await fail(self.projection, self.recorder, "FrontendToolConflict", tools)
         agent = self._agent(model, deadline, tools)
         self.meter = metrics.RunMeter(view.kind, self.ref.namespace, model.name, agent.tools.get)
+        refusal = await self.engine.ledger.check(self.ref.namespace)
+        if refusal is not None:
+            BUDGET_STOPS.labels(view.kind, "NamespaceBudgetExhausted").inc()
+            return await fail(
+                self.projection, self.recorder, "NamespaceBudgetExhausted",
+                f"Not started: {refusal}", None if fresh else state, self.started,
+            )
         self._seed(agent)
         last_seq = state.message_seqs[-1] if state.message_seqs else -1
         last = state.messages[-1] if state.messages else None
@@ -361,6 +372,7 @@ class _Attempt:
                         if message.get("role") == "tool":
                             transcript.flush_soon()
                     case ev.ModelMessage(tool_calls=calls):
+                        self._step_called_tools = bool(calls)
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
@@ -395,6 +407,10 @@ class _Attempt:
                             truncations=[dataclasses.asdict(t) for t in event.truncations],
                         )
                         self._progress()
+                        stop = await self._budget_stop(event.total_tokens, event.cost or 0.0)
+                        if stop is not None:
+                            BUDGET_STOPS.labels(self.view.kind, stop[0]).inc()
+                            return await self._fail(*stop)
                     case ev.ModelRetry():
                         meter.model_retry(event.reason)
                         self._progress(
@@ -425,6 +441,22 @@ class _Attempt:
             await stream.aclose()
         return await self._fail("EngineStopped", "the agent stopped without an answer")
 
+    async def _budget_stop(self, tokens: int, cost: float) -> tuple[str, str] | None:
+        """After a model call: its spend goes to the namespace's ledger; then, unless the call
+        was the final answer (already paid for, so it is kept), the reason to stop if the
+        run's or the namespace's budget is passed — before another model call is made."""
+        await self.engine.ledger.add(self.ref.namespace, tokens, cost)
+        if not self._step_called_tools:
+            return None
+        usage = self.projection.facts(self.state).usage
+        passed = run_budget_passed(self.view.spec, usage.total_tokens, usage.cost)
+        if passed is not None:
+            return "BudgetExceeded", f"Stopped: {passed}; what it found so far is kept"
+        passed = await self.engine.ledger.check(self.ref.namespace)
+        if passed is not None:
+            return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"
+        return None
+
     async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
         self.transcript.append(
             RecordType.APPROVAL_NEEDED,
@@ -445,9 +477,9 @@ class _Attempt:
             f"-n {self.ref.namespace} --type merge -p '{example}' (approved: false denies)"
         )
         self.projection.awaiting(self.state, message, self.transcript.reference())
-        await self.writer.flush()
         metrics.run_ended(self.view.kind, "AwaitingApproval", self.started)
-        self.recorder.post("ApprovalRequired", message)
+        self.recorder.post("ApprovalRequired", message)  # before the write: see `fail`
+        await self.writer.flush()
         return Outcome.AWAITING_APPROVAL
 
     async def _done(self, answer: ev.Answer) -> Outcome:
@@ -466,11 +498,12 @@ class _Attempt:
         if self.demo:
             message += " (built-in demo model: scripted, not an AI)"
         self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
-        await self.writer.flush()
         spec = self.view.spec
         max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps
+        # Counted and announced before the final write, for the reason given in `fail`.
         metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
         self.recorder.post(reason, message)
+        await self.writer.flush()
         return Outcome.DONE
 
 

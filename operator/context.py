@@ -7,7 +7,9 @@ own ApiClient and tool registry, and so the Job entrypoint does not import Kopf.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+import aiohttp
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList
@@ -73,12 +75,14 @@ def build_engine(
     api_client: k8s.ApiClient | None = None,
     tools: ToolsFactory | None = None,
     component: str = "lestrade-operator",
+    session_factory: Callable[..., aiohttp.ClientSession] = aiohttp.ClientSession,
 ) -> Engine:
-    """An Engine on `api_client`, or on a new client from the kubeconfig / in-cluster config."""
+    """An Engine on `api_client`, or on a new client from the kubeconfig / in-cluster config.
+    `session_factory` is `lestrade.kube.Kube`'s transport seam (tests observe or slow requests)."""
     owned = api_client is None
     client = api_client or make_api_client(kubeconfig)
     engine = Engine(
-        kube=Kube(client),
+        kube=Kube(client, session_factory=session_factory),
         api_client=client,
         settings=settings,
         models=models,

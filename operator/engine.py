@@ -15,6 +15,7 @@ from lestrade.config import ModelList
 from lestrade.kube import Kube
 from lestrade.operator.tools.base import ToolRegistry
 
+from .budgets import Ledger
 from .settings import OperatorSettings
 
 __all__ = ["Engine", "ToolsFactory"]
@@ -43,6 +44,17 @@ class Engine:
         so many runs are active that together they would exceed the patch budget."""
         budget = self.settings.status_patches_per_second
         return max(self.settings.status_interval, self.active_runs / budget)
+
+    _ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """The namespaces' spend (budgets.py), made on first use."""
+        if self._ledger is None:
+            self._ledger = Ledger(
+                self.kube, self.settings.spend_ledger_namespace, self.settings.namespace_spend_limit
+            )
+        return self._ledger
 
     async def aclose(self) -> None:
         await self.kube.aclose()

@@ -28,6 +28,7 @@ import kopf
 from lestrade.resources.constants import GROUP, VERSION
 from lestrade.resources.views import KINDS, view_of
 
+from . import event_source, schedules
 from .engine import Engine
 from .jobs import RUN_UID_LABEL
 from .stopping import configure as configure_stopping
@@ -121,6 +122,9 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
             GROUP, VERSION, view_class.plural, registry=registry, when=_has_work,
             cancellation_timeout=10, backoff=5, id=f"{view_class.plural}-run",
         )(run)
+
+    schedules.register(registry)
+    event_source.register(registry)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

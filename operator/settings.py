@@ -24,6 +24,9 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_RUNBOOK_NAMESPACES` | the operator's namespace | the only namespaces whose ConfigMaps labelled `lestrade.dev/runbook=true` are runbooks, separated by `,` |
 | `LESTRADE_METRICS_PORT` | 0 | serve Prometheus metrics on this port (`/metrics`); 0: not served |
 | `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
+| `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
+| `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
+| `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
 """
 
 from __future__ import annotations
@@ -108,6 +111,17 @@ class OperatorSettings:
     """`namespace/name` of the tools' read-only ServiceAccount (see tools_identity.py)."""
     metrics_port: int = 0
     """Port of the Prometheus metrics (0: not served)."""
+    namespace_spend_limit: str = ""
+    """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
+    e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
+    schedule_recheck: float = 10.0
+    """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
+    runs and spec edits); as often as the CronJob controller looks."""
+    event_batch_seconds: float = 1.0
+    """Warning Events are collected this long and dispatched to the AlertRoutes together
+    (event_source.py): one listing and one status update per route per burst."""
+    spend_ledger_namespace: str = "default"
+    """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -138,6 +152,10 @@ class OperatorSettings:
                                         if n.strip()) or (_own_namespace(env),),
             "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
+            "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
+            "spend_ledger_namespace": _own_namespace(env),
+            "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

@@ -22,6 +22,14 @@ __all__ = [
     "CONVERSATION_PLURAL",
     "CONVERSATION_SINGULAR",
     "CONVERSATION_SHORT_NAME",
+    "ALERTROUTE_KIND",
+    "ALERTROUTE_PLURAL",
+    "ALERTROUTE_SINGULAR",
+    "ALERTROUTE_SHORT_NAME",
+    "SCHEDULED_KIND",
+    "SCHEDULED_PLURAL",
+    "SCHEDULED_SINGULAR",
+    "SCHEDULED_SHORT_NAME",
     "CONDITION_SUCCEEDED",
     "CONDITION_AWAITING_APPROVAL",
     "CONDITION_ANSWERED",
@@ -41,6 +49,16 @@ CONVERSATION_KIND: Final = "Conversation"
 CONVERSATION_PLURAL: Final = "conversations"
 CONVERSATION_SINGULAR: Final = "conversation"
 CONVERSATION_SHORT_NAME: Final = "conv"
+
+ALERTROUTE_KIND: Final = "AlertRoute"
+ALERTROUTE_PLURAL: Final = "alertroutes"
+ALERTROUTE_SINGULAR: Final = "alertroute"
+ALERTROUTE_SHORT_NAME: Final = "ar"
+
+SCHEDULED_KIND: Final = "ScheduledInvestigation"
+SCHEDULED_PLURAL: Final = "scheduledinvestigations"
+SCHEDULED_SINGULAR: Final = "scheduledinvestigation"
+SCHEDULED_SHORT_NAME: Final = "sinv"
 
 # Condition types the operator maintains (the GUIDE promises `kubectl wait
 # --for=condition=Succeeded` on an Investigation).

@@ -289,6 +289,19 @@ class ConversationSpec(WireModel):
         le=200,
         description="Model calls per turn; the operator's default when omitted.",
     )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens (prompt + completion) the turn may spend; once passed it "
+        "ends with reason BudgetExceeded before its next model call, keeping what it found "
+        "(transcript, tool calls, usage). No limit when omitted.",
+    )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Most cost in US dollars (litellm's price table) the turn may spend; "
+        "once passed it ends with reason BudgetExceeded. No limit when omitted.",
+    )
     timeout: str | None = Field(
         default=None,
         pattern=DURATION_PATTERN,

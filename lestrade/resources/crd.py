@@ -14,13 +14,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .alertroute import AlertRouteSpec, AlertRouteStatus, route_name_rule
 from .constants import (
+    ALERTROUTE_KIND,
+    ALERTROUTE_PLURAL,
+    ALERTROUTE_SHORT_NAME,
+    ALERTROUTE_SINGULAR,
     CATEGORY,
     CONVERSATION_KIND,
     CONVERSATION_PLURAL,
     CONVERSATION_SHORT_NAME,
     CONVERSATION_SINGULAR,
     GROUP,
+    SCHEDULED_KIND,
+    SCHEDULED_PLURAL,
+    SCHEDULED_SHORT_NAME,
+    SCHEDULED_SINGULAR,
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
     INVESTIGATION_SHORT_NAME,
@@ -29,6 +38,7 @@ from .constants import (
 )
 from .conversation import ConversationSpec, ConversationStatus
 from .investigation import InvestigationSpec, InvestigationStatus, immutability_rule
+from .scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
 from .schema import structural_schema
 
 __all__ = ["CrdDefinition", "DEFINITIONS", "crd_manifest", "crd_manifests", "crd_name"]
@@ -125,7 +135,58 @@ CONVERSATION = CrdDefinition(
     file_name="conversation.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION)
+ALERTROUTE = CrdDefinition(
+    kind=ALERTROUTE_KIND,
+    plural=ALERTROUTE_PLURAL,
+    singular=ALERTROUTE_SINGULAR,
+    short_name=ALERTROUTE_SHORT_NAME,
+    description=(
+        "An AlertRoute starts Investigations from alerts: every firing alert that Alertmanager "
+        "sends to Lestrade (POST /api/alertmanager) and that matches spec.matchers creates one "
+        "Investigation from spec.investigation per alert and dedup window, within "
+        "spec.limits. status counts what was matched, created, deduplicated and dropped."
+    ),
+    spec_model=AlertRouteSpec,
+    status_model=AlertRouteStatus,
+    columns=[
+        _column("Matched", ".status.matched", "integer", "Firing alerts that matched."),
+        _column("Created", ".status.created", "integer", "Investigations created."),
+        _column("Deduplicated", ".status.deduplicated", "integer", "Alerts already investigated."),
+        _column("Dropped", ".status.dropped", "integer", "Alerts dropped by a limit."),
+        _column("Last", ".status.lastInvestigation.name", "string", "Latest Investigation.",
+                priority=1),
+        _AGE,
+    ],
+    root_rules=[route_name_rule()],
+    file_name="alertroute.yaml",
+)
+
+SCHEDULED = CrdDefinition(
+    kind=SCHEDULED_KIND,
+    plural=SCHEDULED_PLURAL,
+    singular=SCHEDULED_SINGULAR,
+    short_name=SCHEDULED_SHORT_NAME,
+    description=(
+        "A ScheduledInvestigation creates an Investigation from spec.investigation at every "
+        "time of spec.schedule (cron, like a CronJob), following spec.concurrencyPolicy and "
+        "keeping spec.successfulHistoryLimit / failedHistoryLimit of them."
+    ),
+    spec_model=ScheduledInvestigationSpec,
+    status_model=ScheduledInvestigationStatus,
+    columns=[
+        _column("Schedule", ".spec.schedule", "string", "Cron schedule."),
+        _column("Timezone", ".spec.timeZone", "string", "Time zone of the schedule.", priority=1),
+        _column("Suspend", ".spec.suspend", "boolean", "Whether new runs are suspended."),
+        _column("Last", ".status.lastScheduleTime", "date", "Latest scheduled time handled."),
+        _column("Run", ".status.lastInvestigation", "string", "The Investigation created last."),
+        _column("Next", ".status.nextScheduleTime", "date", "Next scheduled time.", priority=1),
+        _AGE,
+    ],
+    root_rules=[schedule_name_rule()],
+    file_name="scheduledinvestigation.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED)
 
 
 def crd_name(plural: str) -> str:

@@ -111,6 +111,19 @@ class InvestigationSpec(WireModel):
         description=f"Most model calls the run may make (1-{MAX_STEPS_LIMIT}); the run fails "
         "with reason StepLimit when it needs more. Operator default when omitted.",
     )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens (prompt + completion) the run may spend; once passed it "
+        "ends with reason BudgetExceeded before its next model call, keeping what it found "
+        "(transcript, tool calls, usage). No limit when omitted.",
+    )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Most cost in US dollars (litellm's price table) the run may spend; "
+        "once passed it ends with reason BudgetExceeded. No limit when omitted.",
+    )
     timeout: str | None = Field(
         default=None,
         max_length=64,

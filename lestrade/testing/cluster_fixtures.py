@@ -103,5 +103,16 @@ def kwok_logs(api_client: k8s.ApiClient, tmp_path: Path) -> Callable[..., None]:
             {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
              "metadata": {"name": pod, "namespace": namespace}, "spec": {"logs": [log]}},
         )
+        # KWOK picks the Logs object up from its own watch: wait until it serves them, so a
+        # test never reads the logs of a pod KWOK does not know to serve yet.
+        last_line = text.strip().splitlines()[-1] if text.strip() else None
+        if last_line is not None:
+            core = k8s.CoreV1Api(api_client)
+            name = container or core.read_namespaced_pod(pod, namespace).spec.containers[0].name
+            wait_until(
+                f"KWOK to serve the logs of {namespace}/{pod}",
+                lambda: last_line in core.read_namespaced_pod_log(pod, namespace, container=name),
+                60,
+            )
 
     return serve

@@ -11,13 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lestrade.resources.rest import request_json
 from lestrade.modelserver import Scenario, Step
 
 # The API serves from another thread of this process, and its own code may use `random`
 # (retry jitter) while Hypothesis generates: not the strategies' doing.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 
-POSTS = ["/api/chat", "/api/issue_chat", "/api/workload_health_chat", "/api/investigate", "/api/workload_health_check"]
+POSTS = ["/api/chat", "/api/issue_chat", "/api/workload_health_chat", "/api/investigate", "/api/workload_health_check",
+         "/api/console/investigations", "/api/console/conversations", "/api/alertmanager"]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -80,6 +82,14 @@ def from_schema(schema: dict[str, Any], components: dict[str, Any], depth: int =
 @pytest.mark.parametrize("path", POSTS)
 def test_bodies_from_the_schema_never_get_a_server_error(fuzz_api: Any, path: str) -> None:
     s, spec = fuzz_api
+    if path == "/api/alertmanager":
+        # a route that takes every alert (three Investigations at most): hostile labels and
+        # annotations reach the matcher, the templates and the created Investigation
+        request_json(s.api_client, "POST", f"/apis/lestrade.dev/v1alpha1/namespaces/{s.namespace}/alertroutes", {
+            "apiVersion": "lestrade.dev/v1alpha1", "kind": "AlertRoute", "metadata": {"name": "everything"},
+            "spec": {"alertNamespace": "Any", "limits": {"maxPerInterval": 3}, "investigation": {
+                "title": "{{ labels.alertname }} {{ labels.x | upper }}",
+                "description": "{{ annotations.description | truncate(50) }}"}}})
     bodies = from_schema(request_schema(spec, path), spec["components"]["schemas"])
     seen: list[int] = []
 

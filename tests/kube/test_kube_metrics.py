@@ -4,7 +4,6 @@ answer, over real sockets; counting costs well under a microsecond per request."
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from aiohttp import web

@@ -176,12 +176,15 @@ class OperatorThread:
         models: ModelList,
         *,
         tools: Callable[[k8s.ApiClient], ToolRegistry] | None = test_registry,
+        session_factory: Callable[..., Any] | None = None,
         **settings: Any,
     ) -> None:
+        """`session_factory`: the operator's transport seam (`lestrade.kube.Kube`)."""
         self.cluster = cluster
         self.namespace = namespace
         self.models = models
         self.tools = tools
+        self.session_factory = session_factory
         self.settings = OperatorSettings.from_env(
             {}, **{"job_namespace": namespace, "status_interval": 0.1, **settings}
         )
@@ -204,6 +207,7 @@ class OperatorThread:
                     tools=self.tools,
                     stop_flag=self._stop,
                     ready_flag=self._ready,
+                    **({"session_factory": self.session_factory} if self.session_factory else {}),
                 )
             )
         except BaseException as exc:  # reported by stop()

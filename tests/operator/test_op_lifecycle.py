@@ -130,3 +130,47 @@ def test_unknown_model_fails_with_reason(
     assert cond["status"] == "False" and cond["reason"] == "InvalidModel"
     assert "no-such-model" in cond["message"]
     wait_event(api_client, namespace, "bad-model", "InvalidModel")
+
+
+def _holding_final_writes(held: list[str]) -> Any:
+    """An aiohttp session factory for the operator whose final status write (phase Succeeded or
+    Failed) is applied by the apiserver but whose answer never comes back: Kopf sees the write
+    on its watch and stops the daemon (its work filter no longer matches) while the run still
+    awaits the answer, the race in which a run used to lose its last Event."""
+    import asyncio
+    import functools
+
+    import aiohttp
+
+    async def hold(session: Any, ctx: Any, params: aiohttp.TraceRequestEndParams) -> None:
+        if params.method != "PATCH" or not params.url.path.endswith("/status"):
+            return
+        phase = ((await params.response.json()).get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed"):
+            return
+        try:
+            await asyncio.sleep(60)  # never answers: waits to be cancelled by the daemon's stop
+        except asyncio.CancelledError:
+            held.append(params.url.path.split("/")[-2])
+            raise
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_end.append(hold)
+    return functools.partial(aiohttp.ClientSession, trace_configs=[trace])
+
+
+def test_last_event_survives_the_daemon_stopping_on_the_final_write(
+    api_client: k8s.ApiClient, namespace: str, scenario_name: str, model_server: Any,
+    start_operator: Any,
+) -> None:
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="All good.")]))
+    held: list[str] = []
+    start_operator(scenario_name, session_factory=_holding_final_writes(held))
+    create_inv(api_client, namespace, "fine")
+    create_inv(api_client, namespace, "bad-model", model="no-such-model")
+    for name, phase in (("fine", "Succeeded"), ("bad-model", "Failed")):
+        final, _ = watch_phases(api_client, namespace, name, phase_is("Succeeded", "Failed"))
+        assert final["status"]["phase"] == phase
+    wait_until("both daemons to be stopped during their final write", lambda: sorted(held) == ["bad-model", "fine"])
+    wait_event(api_client, namespace, "fine", "Succeeded")
+    wait_event(api_client, namespace, "bad-model", "InvalidModel")

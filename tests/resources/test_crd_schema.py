@@ -166,7 +166,8 @@ def test_printer_columns_point_at_real_fields() -> None:
             node = schema
             for part in column["jsonPath"].strip(".").split("."):
                 node = node["properties"][part]
-            expected = {"integer": "integer", "string": "string"}[column["type"]]
+            expected = {"integer": "integer", "string": "string", "date": "string",
+                        "boolean": "boolean"}[column["type"]]
             assert node["type"] == expected, column
 
 

@@ -1,0 +1,59 @@
+"""What a person is shown of a run (`lestrade.resources.summary`): pure functions of a
+resource body and its transcript records."""
+
+from __future__ import annotations
+
+from lestrade.resources.summary import is_finished, run_summary, timeline
+from lestrade.resources.transcript import TranscriptState
+
+
+def state_of(*records: dict) -> TranscriptState:
+    state = TranscriptState()
+    for record in records:
+        state.apply(record)
+    return state
+
+
+def call(call_id: str, name: str, args: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def test_tool_calls_carry_their_outcome_and_output_and_the_answer_is_shown_once() -> None:
+    state = state_of(
+        {"t": "message", "message": {"role": "user", "content": "why?"}},
+        {"t": "message", "message": {"role": "assistant", "content": None,
+                                     "tool_calls": [call("a", "kubectl_logs", '{"pod": "web-1"}'), call("b", "apply_fix", "not json")]}},
+        {"t": "tool_started", "id": "a", "digest": "sha256:1"},
+        {"t": "tool_result", "id": "a", "name": "kubectl_logs", "status": "success", "description": "logs of web-1"},
+        {"t": "message", "message": {"role": "tool", "tool_call_id": "a", "content": "x" * 30_000}},
+        {"t": "approval_needed", "pending": [{"toolCallId": "b", "toolName": "apply_fix", "description": "fix it"}]},
+        {"t": "decision", "id": "b", "approved": False, "reason": "no"},
+        {"t": "tokens", "promptTokens": 10, "completionTokens": 5, "totalTokens": 15, "cost": 0.5},
+        {"t": "message", "message": {"role": "assistant", "content": "It ran out of memory."}},
+        {"t": "tokens", "promptTokens": 1, "completionTokens": 1, "totalTokens": 2, "cost": 0},
+        {"t": "answer", "text": "It ran out of memory."},
+    )
+    items = timeline(state)
+    assert [i["kind"] for i in items] == [
+        "user", "tool_call", "tool_call", "approval", "decision", "tokens", "tokens", "answer"]
+    logs, fix = items[1], items[2]
+    assert (logs["status"], logs["description"], len(logs["output"])) == ("success", "logs of web-1", 20_000)
+    assert logs["params"] == {"pod": "web-1"}
+    assert fix["params"] == {"arguments": "not json"} and fix["status"] == "approval_required" and fix["output"] is None
+    assert items[4] == {"seq": 6, "kind": "decision", "id": "b", "approved": False, "reason": "no"}
+    assert [i["seq"] for i in timeline(state, since=8)] == [9, 10]
+
+
+def test_a_summary_of_each_kind() -> None:
+    inv = {"kind": "Investigation", "metadata": {"name": "i", "namespace": "n", "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": {"title": "t" * 400}, "status": {"phase": "Succeeded", "analysis": "done", "usage": {"totalTokens": 7, "cost": 0.25}}}
+    row = run_summary(inv)
+    assert (row["title"], row["phase"], row["finished"], row["answer"]) == ("t" * 300, "Succeeded", True, "done")
+    assert row["usage"] == {"promptTokens": 0, "completionTokens": 0, "totalTokens": 7, "cost": 0.25}
+    conv = {"kind": "Conversation", "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"turns": [{"ask": "one"}, {"ask": "two"}]},
+            "status": {"phase": "Answered", "turns": [{"phase": "Answered", "answer": "first"}]}}
+    row = run_summary(conv)
+    assert (row["title"], row["turns"], row["answer"], row["phase"]) == ("one", 2, "first", "Answered")
+    assert not is_finished(conv)  # the second turn has no status yet
+    assert run_summary({"metadata": {}})["phase"] == "Pending"

@@ -15,10 +15,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import console, routes_alertmanager, routes_chat, routes_investigate
+from . import console, routes_alertmanager, routes_chat, routes_contexts, routes_hosted, routes_investigate
 from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from .chats import ChatStore, ClientError
+from .contexts import ContextStore
 from .follow import Follower, TranscriptCache
+from .hosted import HostedSettings
 from .limits import DEFAULT_MAX_BODY, RequestLimits
 from .services import Services
 from .sse import KEEPALIVE_SECONDS
@@ -40,12 +42,14 @@ def create_app(
     keepalive: float = KEEPALIVE_SECONDS,
     wait_timeout: float = 3600.0,
     api_keys: Mapping[str, str] | None = None,
+    hosted: HostedSettings | None = None,
 ) -> FastAPI:
     """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
     whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
     resources in `namespace`; `models` (default: `LESTRADE_MODEL_LIST`, as the operator reads
     it) are the names a request's `model` may use; `api_keys` (name -> key; default: the
-    files in LESTRADE_API_KEYS_DIR) are accepted besides Kubernetes tokens."""
+    files in LESTRADE_API_KEYS_DIR) are accepted besides Kubernetes tokens; `hosted` (default:
+    from the environment) is the account and cluster names of the hosted chat API."""
     kube = Kube(api_client)  # its connections open in the server's event loop, on first use
     watches = {plural: SharedWatch(kube, plural) for plural in WATCHED}
     models = models or load_model_list()
@@ -82,6 +86,9 @@ def create_app(
     app.include_router(routes_investigate.router)
     app.include_router(console.router)  # the web console at / (console.py)
     app.include_router(routes_alertmanager.router)
+    routes_contexts.install(app, ContextStore(kube, namespace))
+    app.state.hosted = hosted or HostedSettings.from_env()
+    app.include_router(routes_hosted.router)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

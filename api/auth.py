@@ -35,7 +35,7 @@ from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS
 __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
            "PUBLIC_PREFIXES", "requester_annotations"]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready"})
 PUBLIC_PREFIXES = ("/console/",)
 """The web console's page and files hold no data (console.py); its data needs a token."""
 
@@ -181,25 +181,35 @@ class AuthMiddleware(BaseHTTPMiddleware):
             request.state.verdict = Verdict(True, 200, "", f"apikey:{owner}", api_key=True)
             return await call_next(request)
         if request.headers.get("x-api-key") and not token:
-            return JSONResponse({"detail": "X-API-Key: not a valid API key"}, status_code=401)
+            return _refusal(request, 401, "X-API-Key: not a valid API key")
         if scheme.lower() != "bearer" or not token:
-            return JSONResponse(
-                {"detail": "authentication required: send 'Authorization: Bearer <kubernetes token>'"
-                           + (" or 'X-API-Key: <key>'" if self.api_keys else "")},
-                status_code=401, headers={"WWW-Authenticate": "Bearer"},
+            return _refusal(
+                request, 401,
+                "authentication required: send 'Authorization: Bearer <kubernetes token>'"
+                + (" or 'X-API-Key: <key>'" if self.api_keys else ""),
+                headers={"WWW-Authenticate": "Bearer"},
             )
         try:
             verdict = await self.authenticator.check(token.strip())
         except ApiException as exc:
-            return JSONResponse(
-                {"detail": f"cannot verify the token with the Kubernetes API: {exc.reason}"},
-                status_code=503,
-            )
+            return _refusal(request, 503, f"cannot verify the token with the Kubernetes API: {exc.reason}")
         if not verdict.allowed:
-            return JSONResponse({"detail": verdict.reason}, status_code=verdict.status)
+            return _refusal(request, verdict.status, verdict.reason)
         request.state.user = verdict.user
         request.state.verdict = verdict
         return await call_next(request)
+
+
+_CONTEXT_ERRORS = {401: "unauthorized", 403: "forbidden", 503: "unavailable"}
+
+
+def _refusal(request: Request, status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """HolmesGPT's `{"detail"}`, or the context store's `{"error", "message"}` under /v1."""
+    if request.url.path.startswith("/v1/"):
+        body = {"error": _CONTEXT_ERRORS.get(status, "error"), "message": detail}
+    else:
+        body = {"detail": detail}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def writer_for(request: Request, kube: Kube) -> Kube | Acting:

@@ -299,7 +299,8 @@ class _Attempt:
                 self.transcript.append_message(
                     {"role": "tool", "tool_call_id": call.id, "content": NOT_RUN}
                 )
-            if not state.messages:
+            if not state.turns:
+                # The first turn (messages stored through the context store may precede it).
                 self.transcript.append_message(agent.system_message())
             self.transcript.append(RecordType.TURN, index=projection.index, at=now_iso())
             self.transcript.append_message(self._user_message(agent, projection.index))

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from lestrade.context.window import DEFAULT_KEEP, policy_of
 from lestrade.operator.agent.limits import Limits
 from lestrade.resources.conversation import ContextSettings
 
 __all__ = ["limits_for", "DEFAULT_KEEP"]
-
-DEFAULT_KEEP = 20
-"""Messages `last_n` and `skip_parts` keep whole when the policy gives no limit."""
 
 
 def limits_for(context: ContextSettings | None, limits: Limits) -> Limits:
@@ -26,9 +24,9 @@ def limits_for(context: ContextSettings | None, limits: Limits) -> Limits:
     changes: dict[str, object] = {"compaction_ratio": context.trigger_ratio}
     if context.token_budget:
         changes["context_window"] = context.token_budget
-    policy = context.compaction
-    if policy is not None:
-        changes["compaction_policy"] = policy.policy
-        changes["compaction_keep"] = policy.limit or DEFAULT_KEEP
-        changes["compaction_skip_kinds"] = tuple(policy.skip_kinds or ())
+    if context.compaction is not None:
+        plan = policy_of(context)
+        changes["compaction_policy"] = plan.policy
+        changes["compaction_keep"] = plan.keep
+        changes["compaction_skip_kinds"] = plan.skip_kinds
     return dataclasses.replace(limits, **changes)

@@ -46,6 +46,7 @@ __all__ = [
     "ConversationStatus",
     "Conversation",
     "TURNS_APPEND_ONLY",
+    "TOMBSTONE_FINAL",
 ]
 
 MAX_TURNS = 200
@@ -64,6 +65,16 @@ TURNS_APPEND_ONLY = cel_rule(
     "add a new turn at the end to ask again",
     reason="FieldValueForbidden",
     fieldPath=".turns",
+)
+
+# A tombstoned Conversation stays tombstoned and takes no new turns (context-store DELETE).
+TOMBSTONE_FINAL = cel_rule(
+    "!has(oldSelf.tombstoned) || !oldSelf.tombstoned || (has(self.tombstoned) && self.tombstoned "
+    "&& (has(self.turns) ? self.turns.size() : 0) == (has(oldSelf.turns) ? oldSelf.turns.size() : 0))",
+    "spec.tombstoned: this Conversation was deleted as a context (tombstoned); it cannot be "
+    "reopened and takes no new turns",
+    reason="FieldValueForbidden",
+    fieldPath=".tombstoned",
 )
 
 
@@ -139,6 +150,12 @@ class ContextSettings(WireModel):
         description="Compaction policy; the operator's default (a model-written summary of "
         "older messages) when omitted.",
     )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="The client's own data about the context (context-store metadata); "
+        "not read by the operator.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
 
 
 class TurnImage(WireModel):
@@ -199,7 +216,9 @@ class FrontendTool(WireModel):
 class ConversationSpec(WireModel):
     """The questions asked so far and how to answer them."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [TURNS_APPEND_ONLY]})
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [TURNS_APPEND_ONLY, TOMBSTONE_FINAL]}
+    )
 
     turns: list[Turn] = Field(
         default_factory=list,
@@ -289,6 +308,11 @@ class ConversationSpec(WireModel):
         pattern=DURATION_PATTERN,
         description="How long one turn may take (e.g. 90s, 10m), waiting for approval "
         "included; the operator's default when omitted.",
+    )
+    tombstoned: bool | None = Field(
+        default=None,
+        description="true: closed (context-store DELETE): the messages stay readable, but no "
+        "turn or message can be added any more. Cannot be undone.",
     )
 
     def timeout_seconds(self) -> float | None:

@@ -42,6 +42,7 @@ from lestrade.operator.agent.prompts import (
     system_prompt,
     user_prompt,
 )
+from lestrade.context.window import over_budget
 from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
 from lestrade.operator.agent.toolcalls import (
     Call,
@@ -318,8 +319,7 @@ class _Run:
             token_breakdown, self.messages, self.schemas, self.model_name
         )
         before = breakdown["total_tokens"]
-        threshold = self.limits.compaction_ratio * context.input_budget
-        if before <= threshold:
+        if not over_budget(before, context.input_budget, self.limits.compaction_ratio):
             return
         threshold_pct = round(self.limits.compaction_ratio * 100)
         if self.limits.compaction_policy == "manual":

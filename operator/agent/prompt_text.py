@@ -7,6 +7,8 @@ model's behaviour; tool usage details belong in the toolsets' own instructions.
 
 from __future__ import annotations
 
+from lestrade.context.window import NOTE_PREFIX  # marks the engine's own messages; the API reads it too
+
 __all__ = [
     "INTRO",
     "ASK_USER",
@@ -26,8 +28,6 @@ __all__ = [
     "NOTE_PREFIX",
 ]
 
-NOTE_PREFIX = "[lestrade]"
-"""Marks messages the engine itself adds to the conversation (not the user's words)."""
 
 INTRO = (
     "You are Lestrade, an expert Kubernetes and cloud-native troubleshooter. You investigate "

@@ -19,6 +19,7 @@ from lestrade.operator.agent import prompt_text as text
 from lestrade.operator.agent.events import ModelRetry, Truncation
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.model import ModelReply, complete
+from lestrade.context.window import compact_without_model, is_note, latest_ask_index
 from lestrade.operator.agent.tokens import count_text, truncate_to_tokens
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "latest_ask_index",
     "Compacted",
     "compact",
+    "compact_without_model",
 ]
 
 TRUNCATION_MARKER = "[TRUNCATED]"
@@ -51,20 +53,6 @@ def truncate_tool_output(
         original_token_count=original,
     )
     return kept + marker, record
-
-
-def is_note(message: Mapping[str, Any]) -> bool:
-    """A user-role message the engine added (summary, loop guard, answer-now), not the user."""
-    content = message.get("content")
-    return isinstance(content, str) and content.startswith(text.NOTE_PREFIX)
-
-
-def latest_ask_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    """Index of the last message the user wrote."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and not is_note(messages[i]):
-            return i
-    return None
 
 
 def _render(message: Mapping[str, Any]) -> str:
@@ -146,61 +134,3 @@ async def compact(
     summary = reply.content.strip()
     note = {"role": "user", "content": text.SUMMARY_HEADER + summary}
     yield Compacted(messages=[*before, note, *after], summary=summary, reply=reply)
-
-
-_OMITTED = text.NOTE_PREFIX + " (tool output omitted by compaction; the transcript keeps it)"
-
-
-def _head(messages: Sequence[Mapping[str, Any]]) -> int:
-    head = 0
-    while head < len(messages) and messages[head].get("role") in ("system", "developer"):
-        head += 1
-    return head
-
-
-def _drop_orphans(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool results whose call is no longer in the history would be rejected by providers."""
-    calls = {c.get("id") for m in messages for c in m.get("tool_calls") or []}
-    return [m for m in messages if m.get("role") != "tool" or m.get("tool_call_id") in calls]
-
-
-def compact_without_model(
-    messages: Sequence[dict[str, Any]], policy: str, keep: int, skip_kinds: Sequence[str] = ()
-) -> list[dict[str, Any]] | None:
-    """The history after a `last_n` or `skip_parts` compaction (no model call), or None when
-    the policy would change nothing. The system prompt and the user's latest ask always stay."""
-    head = _head(messages)
-    body = list(messages[head:])
-    if len(body) <= keep:
-        return None
-    old, recent = body[: len(body) - keep], body[len(body) - keep :]
-    ask = latest_ask_index(body)
-    if policy == "last_n":
-        kept = recent
-        if ask is not None and ask < len(old):
-            kept = [body[ask], *recent]
-        result = [*messages[:head], *_drop_orphans(kept)]
-    elif policy == "skip_parts":
-        kinds = set(skip_kinds)
-        dropped_calls: set[str] = set()
-        slimmed: list[dict[str, Any]] = []
-        for message in old:
-            message = dict(message)
-            if "reasoning" in kinds:
-                for key in ("reasoning_content", "thinking_blocks"):
-                    message.pop(key, None)
-            if "tool_call" in kinds and message.get("tool_calls"):
-                dropped_calls |= {c.get("id") for c in message["tool_calls"]}
-                message.pop("tool_calls")
-                if not message.get("content"):
-                    continue
-            if message.get("role") == "tool":
-                if message.get("tool_call_id") in dropped_calls:
-                    continue
-                if "tool_result" in kinds:
-                    message["content"] = _OMITTED
-            slimmed.append(message)
-        result = [*messages[:head], *slimmed, *recent]
-    else:
-        return None
-    return None if result == list(messages) else result

@@ -1,0 +1,120 @@
+"""Token counting (tiktoken, offline), shared by the operator and the API.
+
+Counts are estimates made locally before a call, so the loop can decide to truncate or compact
+without asking the provider; the provider's own `usage` is reported next to them. The per-role
+breakdown uses reference 000's field names and meanings: `tools_tokens` are the tool
+definitions, `tools_to_call_tokens` the assistant's tool call requests, `assistant_tokens` the
+assistant's text, and `other_tokens` every other message type (tool results among them).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tiktoken
+
+
+__all__ = [
+    "BREAKDOWN_KEYS",
+    "count_text",
+    "count_messages",
+    "token_breakdown",
+    "tools_tokens",
+    "truncate_to_tokens",
+]
+
+_MESSAGE_OVERHEAD = 3  # role and framing tokens the chat format adds to every message
+
+BREAKDOWN_KEYS = (
+    "total_tokens",
+    "tools_tokens",
+    "system_tokens",
+    "user_tokens",
+    "tools_to_call_tokens",
+    "assistant_tokens",
+    "other_tokens",
+)
+
+
+@functools.lru_cache(maxsize=32)
+def _encoding(model: str) -> tiktoken.Encoding:
+    name = model.split("/")[-1]
+    try:
+        return tiktoken.encoding_for_model(name)
+    except KeyError:
+        return tiktoken.get_encoding("cl100k_base")
+
+
+@functools.lru_cache(maxsize=8192)
+def _count(text: str, model: str) -> int:
+    return len(_encoding(model).encode(text, disallowed_special=()))
+
+
+def count_text(text: str, model: str = "") -> int:
+    """Tokens of a string with the model's tokenizer (cl100k_base when unknown)."""
+    return _count(text, model) if text else 0
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: count the text ones
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return json.dumps(content, default=str)
+
+
+def tools_tokens(tools: Sequence[Mapping[str, Any]] | None, model: str = "") -> int:
+    """Tokens of the tool definitions as sent (their compact JSON)."""
+    return count_text(json.dumps(list(tools), separators=(",", ":")), model) if tools else 0
+
+
+def token_breakdown(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    model: str = "",
+) -> dict[str, int]:
+    """Reference 000's `metadata.tokens`: the window's tokens by role."""
+    out = dict.fromkeys(BREAKDOWN_KEYS, 0)
+    out["tools_tokens"] = tools_tokens(tools, model)
+    for msg in messages:
+        role = msg.get("role")
+        n = count_text(_content_text(msg.get("content")), model) + _MESSAGE_OVERHEAD
+        if role in ("system", "developer"):
+            out["system_tokens"] += n
+        elif role == "user":
+            out["user_tokens"] += n
+        elif role == "assistant":
+            out["assistant_tokens"] += n
+            calls = msg.get("tool_calls") or []
+            if calls:
+                out["tools_to_call_tokens"] += count_text(
+                    json.dumps(calls, separators=(",", ":"), default=str), model
+                )
+        else:
+            out["other_tokens"] += n
+    out["total_tokens"] = sum(v for k, v in out.items() if k != "total_tokens")
+    return out
+
+
+def count_messages(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    model: str = "",
+) -> int:
+    """Total tokens of a request's messages and tool definitions."""
+    return token_breakdown(messages, tools, model)["total_tokens"]
+
+
+def truncate_to_tokens(text: str, budget: int, model: str = "") -> str:
+    """The longest prefix of `text` that has at most `budget` tokens (on a token boundary)."""
+    enc = _encoding(model)
+    tokens = enc.encode(text, disallowed_special=())
+    if len(tokens) <= budget:
+        return text
+    prefix = enc.decode(tokens[: max(budget, 0)])
+    return prefix.rstrip("\ufffd")  # a cut inside a multi-byte character decodes to U+FFFD

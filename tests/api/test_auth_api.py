@@ -14,20 +14,7 @@ from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
 from opkit import EFFECT_LABEL, count_effects
-
-
-def grant(api_client: Any, namespace: str, account: str, rules: list[tuple[str, list[str]]]) -> None:
-    """A Role of (resource, verbs) rules in lestrade.dev for the ServiceAccount `account`."""
-    rbac = k8s.RbacAuthorizationV1Api(api_client)
-    rbac.create_namespaced_role(namespace, k8s.V1Role(
-        metadata=k8s.V1ObjectMeta(name=account),
-        rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=[r], verbs=v) for r, v in rules],
-    ))
-    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-        metadata=k8s.V1ObjectMeta(name=account),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=account),
-        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=account, namespace=namespace)],
-    ))
+from lestrade.testing.rbac import grant_lestrade_role as grant
 
 
 def test_approving_over_http_needs_the_right_to_patch_the_conversation(

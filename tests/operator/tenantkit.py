@@ -19,6 +19,7 @@ from lestrade.operator.requester_policy import install_requester_policy
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 from opkit import create_inv, wait_until
+from lestrade.testing.rbac import grant_lestrade_role as grant_kinds
 
 __all__ = ["Tenancy", "tenancy_setup", "make_tenant", "tenant_client", "other_namespace",
            "install_requester_policies", "grant_kinds"]
@@ -99,21 +100,6 @@ def tenancy_setup(api_client: k8s.ApiClient, namespace: str) -> Iterator[Tenancy
         yield tenancy
     finally:
         tenancy.close()
-
-
-def grant_kinds(api_client: k8s.ApiClient, namespace: str, account: str,
-                rules: list[tuple[str, list[str]]]) -> None:
-    """A Role of (lestrade.dev resource, verbs) for the ServiceAccount `account`, and nothing else."""
-    rbac = k8s.RbacAuthorizationV1Api(api_client)
-    rbac.create_namespaced_role(namespace, k8s.V1Role(
-        metadata=k8s.V1ObjectMeta(name=account),
-        rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=[r], verbs=v) for r, v in rules],
-    ))
-    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-        metadata=k8s.V1ObjectMeta(name=account),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=account),
-        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=account, namespace=namespace)],
-    ))
 
 
 def make_tenant(cluster: Any, api_client: k8s.ApiClient, namespace: str, account: str = "tenant") -> str:

@@ -8,11 +8,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from kubernetes import client as k8s
 
-from lestrade.resources import GROUP
+from lestrade.testing.rbac import grant_lestrade_role as grant
 
 __all__ = ["PLUGIN", "Result", "run_plugin", "grant"]
 
@@ -38,15 +36,3 @@ def run_plugin(kubeconfig: Path | str, namespace: str, *args: str, stdin: str = 
     return Result(done.returncode, done.stdout, done.stderr)
 
 
-def grant(api_client: Any, namespace: str, account: str, rules: list[tuple[str, list[str]]]) -> None:
-    """A Role of (resource, verbs) rules in lestrade.dev for the ServiceAccount `account`."""
-    rbac = k8s.RbacAuthorizationV1Api(api_client)
-    rbac.create_namespaced_role(namespace, k8s.V1Role(
-        metadata=k8s.V1ObjectMeta(name=account),
-        rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=[r], verbs=v) for r, v in rules],
-    ))
-    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-        metadata=k8s.V1ObjectMeta(name=account),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=account),
-        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=account, namespace=namespace)],
-    ))

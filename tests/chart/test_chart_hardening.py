@@ -277,3 +277,25 @@ def test_the_apiserver_accepts_everything_rendered(
             kubectl(cluster, "delete", "namespace", ns["metadata"]["name"], "--wait=false", "--ignore-not-found")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.count("(server dry run)") == len(objects)
+
+
+def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them() -> None:
+    from lestrade.api.hosted import HostedSettings
+    from lestrade.api.routes_alertmanager import AlertReceiverSettings
+
+    docs = render({
+        "operator": {"namespaceSpendLimit": "tokens=500000,cost=20,window=24h"},
+        "api": {"alertRoutesAllNamespaces": True, "hosted": {"accountId": "acme", "clusterNames": ["prod", "stage"]}},
+    })
+    containers = {c["name"]: c for c in workloads(docs)["deployment"]["containers"]}
+    env = {name: {e["name"]: e.get("value", "") for e in c["env"]} for name, c in containers.items()}
+    operator = OperatorSettings.from_env(env["operator"])
+    assert operator.namespace_spend_limit == "tokens=500000,cost=20,window=24h"
+    assert AlertReceiverSettings.from_env(env["api"]).all_namespaces is True
+    hosted = HostedSettings.from_env(env["api"])
+    assert hosted.account_id == "acme" and hosted.clusters == ("prod", "stage")
+    # Unset, they stay unset: any account, the routes of the release namespace only.
+    (api,) = [c for c in workloads(render({}))["deployment"]["containers"] if c["name"] == "api"]
+    plain = {e["name"]: e.get("value", "") for e in api["env"]}
+    assert HostedSettings.from_env(plain).account_id is None
+    assert AlertReceiverSettings.from_env(plain).all_namespaces is False

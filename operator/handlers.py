@@ -20,6 +20,7 @@ different settings in one process.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,8 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:
         """litellm runs a logging task in our loop; Kopf would wait 5 s for it as "hung"."""
+        if "litellm" not in sys.modules:
+            return  # never imported (no model call yet): nothing runs, and importing it is slow
         try:
             from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
         except ImportError:

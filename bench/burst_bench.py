@@ -111,17 +111,36 @@ class RequestCounter:
         k8s_api.KubeApi._request_sync = counted_sync  # type: ignore[method-assign]
 
 
-def _body(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _body(kwargs: dict[str, Any]) -> Any:
     if kwargs.get("json") is not None:
-        return kwargs["json"] if isinstance(kwargs["json"], dict) else {}
+        return kwargs["json"]
     data = kwargs.get("data")
     if isinstance(data, (str, bytes)):
         try:
-            parsed = json.loads(data)
+            return json.loads(data)
         except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+            return None
+    return None
+
+
+def _patch_parts(body: Any) -> list[str]:
+    """What a patch changes: top-level keys, and metadata's finalizers/annotations; for a JSON
+    patch (a list of operations, as Kopf sends), the same read from the operations' paths."""
+    if isinstance(body, list):
+        parts = set()
+        for op in body:
+            path = str((op or {}).get("path", "")).strip("/").split("/")
+            if path[:2] == ["metadata", "annotations"] and len(path) > 2:
+                parts.add("annotation " + path[2].replace("~1", "/"))
+            elif path and path[0]:
+                parts.add("/".join(path[:2]))
+        return sorted(parts)
+    if isinstance(body, dict):
+        meta = body.get("metadata") or {}
+        parts = [f"metadata/{k}" for k in meta]
+        parts += [f"annotation {a}" for a in (meta.get("annotations") or {})]
+        return sorted(parts + [k for k in body if k != "metadata"])
+    return []
 
 
 def classify(method: str, path: str, kwargs: dict[str, Any]) -> str:
@@ -139,13 +158,8 @@ def classify(method: str, path: str, kwargs: dict[str, Any]) -> str:
         if path.endswith("/status"):
             return f"{method} status"
         if method == "PATCH":
-            body = _body(kwargs)
-            meta = body.get("metadata") or {}
-            parts = sorted(
-                [k for k in ("finalizers", "annotations") if k in meta]
-                + [k for k in body if k != "metadata"]
-            )
-            return f"PATCH object ({'+'.join(parts) or 'other'})"
+            parts = _patch_parts(_body(kwargs))
+            return f"PATCH object ({', '.join(parts) or 'empty'})"
         name = path.rstrip("/").split("/")[-1]
         collection = name in ("investigations", "conversations")
         return f"{method} {'list' if collection else 'object'}"
@@ -291,7 +305,7 @@ def report_pair(title: str, count: int, engine: tuple[float, float], op: dict[st
         print(f"    {n / count:6.2f}  {kind}")
     print("  watch events per investigation sent by the apiserver (all watchers), by resource:")
     for resource, n in sorted(op["events"].items(), key=lambda kv: -kv[1]):
-        if n:
+        if n / count >= 0.05:
             print(f"    {n / count:6.2f}  {resource}")
 
 

@@ -255,10 +255,13 @@ def operator_burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServe
         bench_cpu: list[float] = []  # CPU of this benchmark's own threads, not the operator's
         lock = threading.Lock()
 
+        phases: dict[tuple[str, str], float] = {}  # (name, phase) -> first seen
+
         def observe() -> None:
             cpu = thread_cpu()
             try:
-                watch_until_done(api, namespace, names, version, 600, finished.__setitem__)
+                watch_phases(api, namespace, names, version, 600, phases)
+                finished.update({n: t for (n, ph), t in phases.items() if ph in ("Succeeded", "Failed")})
             except BaseException as exc:
                 errors.append(exc)
             with lock:
@@ -287,7 +290,46 @@ def operator_burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServe
         time.sleep(3)  # a measurement window, not a synchronisation
         requests = counter.snapshot() - requests0
         events = watch_events(api) - events0
-    return {"wall": wall, "cpu": cpu, "requests": requests, "events": events}
+    def spread(a: str, b: str) -> str:
+        spans = sorted(phases[(n, b)] - (phases[(n, a)] if a else start)
+                       for n in names if (n, b) in phases and (not a or (n, a) in phases))
+        if not spans:
+            return "n/a"
+        return f"median {spans[len(spans) // 2]:.1f} s, max {spans[-1]:.1f} s"
+
+    latency = {"created -> Pending": spread("", "Pending"), "created -> Running": spread("", "Running"),
+               "Running -> Succeeded": spread("Running", "Succeeded")}
+    return {"wall": wall, "cpu": cpu, "requests": requests, "events": events, "latency": latency}
+
+
+def watch_phases(api: k8s.ApiClient, namespace: str, names: set[str], version: str,
+                 timeout: float, phases: dict[tuple[str, str], float]) -> None:
+    """Records when each Investigation is first seen in each phase, until all have finished."""
+    from kubernetes import watch
+
+    custom = k8s.CustomObjectsApi(api)
+    left = set(names)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        stream = watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
+                                      PLURAL, resource_version=version, timeout_seconds=int(timeout))
+        for event in stream:
+            obj = event["object"]
+            version = obj["metadata"]["resourceVersion"]
+            name = obj["metadata"]["name"]
+            phase = (obj.get("status") or {}).get("phase")
+            if name not in names or not phase:
+                continue
+            phases.setdefault((name, phase), time.perf_counter())
+            if phase == "Failed":
+                raise RuntimeError(f"{name} failed: {obj['status'].get('message')}")
+            if phase == "Succeeded":
+                left.discard(name)
+                if not left:
+                    stream.close()
+                    return
+    if left:
+        raise TimeoutError(f"{len(left)} investigations did not finish")
 
 
 def report_pair(title: str, count: int, engine: tuple[float, float], op: dict[str, Any]) -> None:
@@ -299,6 +341,8 @@ def report_pair(title: str, count: int, engine: tuple[float, float], op: dict[st
     print(f"  operator         wall {o_wall:6.2f} s   CPU {o_per:6.1f} ms/investigation")
     print(f"  ratio            wall {o_wall / e_wall:5.2f}x (target <= 1.5x)   "
           f"CPU {o_per / e_per:5.2f}x (target <= 2x)")
+    for what, text in op["latency"].items():
+        print(f"  {what:<22} {text}")
     print(f"  apiserver requests per investigation (operator process), total "
           f"{sum(op['requests'].values()) / count:.1f}:")
     for kind, n in sorted(op["requests"].items(), key=lambda kv: -kv[1]):

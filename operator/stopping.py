@@ -28,15 +28,23 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.background.instant_exit_timeout = STOP_GRACE
 
 
-async def run_until_stopped(work: Coroutine[Any, Any, None], stopped: kopf.DaemonStopped) -> None:
-    """Runs `work` until it returns or the daemon is asked to stop; then cancels it and waits
-    until it has unwound. The work's own exceptions propagate; its cancellation on a stop does not."""
+async def run_until_stopped(
+    work: Coroutine[Any, Any, None], stopped: kopf.DaemonStopped,
+    gone: asyncio.Event | None = None,
+) -> None:
+    """Runs `work` until it returns, the daemon is asked to stop, or `gone` is set (the watch
+    saw the object deleted: without a finalizer Kopf does not stop the daemon itself); then
+    cancels it and waits until it has unwound. The work's own exceptions propagate; its
+    cancellation on a stop does not."""
     task = asyncio.ensure_future(work)
-    stop = asyncio.ensure_future(stopped.wait())
+    stops = {asyncio.ensure_future(stopped.wait())}
+    if gone is not None:
+        stops.add(asyncio.ensure_future(gone.wait()))
     try:
-        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, *stops}, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when Kopf cancels this daemon by force
-        stop.cancel()
+        for stop in stops:
+            stop.cancel()
         if not task.done():
             task.cancel()
             await asyncio.wait({task})

@@ -50,10 +50,12 @@ CONDITION_DECISIONS_ACCEPTED = "DecisionsAccepted"
 
 
 class Feeds:
-    """Wakes the supervisor of an object when the object (or its Job) changes."""
+    """Wakes the supervisor of an object when the object (or its Job) changes, and tells its
+    daemon when the watch saw the object deleted (`gone`)."""
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self._gone: dict[str, asyncio.Event] = {}
 
     def event(self, uid: str) -> asyncio.Event:
         return self._events.setdefault(uid, asyncio.Event())
@@ -63,8 +65,19 @@ class Feeds:
         if event is not None:
             event.set()
 
+    def gone(self, uid: str) -> asyncio.Event:
+        """Set once the watch has seen the object deleted."""
+        return self._gone.setdefault(uid, asyncio.Event())
+
+    def deleted(self, uid: str) -> None:
+        """The watch saw the object deleted: its daemon (running or about to start) stops.
+        Only called for objects with work, whose daemon forgets this again when it ends."""
+        self.gone(uid).set()
+        self.touch(uid)
+
     def forget(self, uid: str) -> None:
         self._events.pop(uid, None)
+        self._gone.pop(uid, None)
 
 
 async def wait_for(event: asyncio.Event, deadline: float | None) -> bool:

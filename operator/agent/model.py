@@ -10,17 +10,46 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import litellm
 
 from lestrade.operator.agent.events import ModelRetry
 from lestrade.operator.agent.limits import Limits
 
-litellm.suppress_debug_info = True  # no "Give Feedback" banner in the operator's logs per error
+
+
+def _lib() -> Any:
+    """litellm, once `_load()` has imported it.
+
+    Imported on the first model call, not with this module: importing litellm takes seconds
+    and ~90 MiB, which an operator waiting for work, the API and the Job entrypoint's argument
+    checks should not pay for (`bench/burst_bench.py` prints start time and idle RSS)."""
+    import litellm
+
+    return litellm
+
+
+_loaded = threading.Event()
+
+
+def _import() -> None:
+    litellm = importlib.import_module("litellm")
+    litellm.suppress_debug_info = True  # no "Give Feedback" banner in the operator's logs per error
+    _loaded.set()
+
+
+async def _load() -> None:
+    """Imports litellm in a thread the first time, so the event loop (other runs, watches)
+    is not blocked for the seconds it takes (concurrent first calls wait on Python's import
+    lock in their threads); `LITELLM_LOCAL_MODEL_COST_MAP` is already set by
+    `lestrade/__init__.py`, which every import of this package runs first."""
+    if not _loaded.is_set():
+        await asyncio.to_thread(_import)
 
 __all__ = ["RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds"]
 
@@ -108,7 +137,7 @@ def _provider_status(exc: BaseException) -> int | None:
 
 def _classify(exc: BaseException) -> str | None:
     """The retry reason for a retryable error, None for one retrying cannot fix."""
-    if isinstance(exc, (litellm.Timeout, TimeoutError)):
+    if isinstance(exc, (_lib().Timeout, TimeoutError)):
         return "ModelTimeout"
     status = _provider_status(exc)
     if status is not None and 400 <= status < 600:
@@ -117,14 +146,14 @@ def _classify(exc: BaseException) -> str | None:
         if status == 408:
             return "ModelTimeout"
         return "ServerError" if status >= 500 else None
-    if isinstance(exc, litellm.RateLimitError):
+    if isinstance(exc, _lib().RateLimitError):
         return "RateLimited"
     if isinstance(
         exc,
-        (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.BadGatewayError),
+        (_lib().InternalServerError, _lib().ServiceUnavailableError, _lib().BadGatewayError),
     ):
         return "ServerError"
-    if isinstance(exc, litellm.APIConnectionError):
+    if isinstance(exc, _lib().APIConnectionError):
         return "ConnectionError"
     return None
 
@@ -145,7 +174,7 @@ def _reply(response: Any) -> ModelReply:
         for key in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
     try:
-        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        cost = float(_lib().completion_cost(completion_response=response) or 0.0)
     except Exception:  # models without pricing (local, scripted) cost nothing we can know
         cost = 0.0
     return ModelReply(
@@ -172,6 +201,7 @@ async def complete(
     `deadline` is a `loop.time()` value for the whole run (None: unbounded).
     """
     loop = asyncio.get_running_loop()
+    await _load()
     kwargs: dict[str, Any] = {"drop_params": True, **settings}
     for owned in ("timeout", "max_retries", "stream"):  # ours to set, per attempt
         kwargs.pop(owned, None)
@@ -190,9 +220,9 @@ async def complete(
         started = loop.time()
         try:
             async with asyncio.timeout(budget):
-                response = await litellm.acompletion(**kwargs, timeout=budget)
+                response = await _lib().acompletion(**kwargs, timeout=budget)
             reply = replace(_reply(response), latency=loop.time() - started)
-        except (TimeoutError, litellm.Timeout) as exc:
+        except (TimeoutError, _lib().Timeout) as exc:
             if clipped:
                 raise ModelCallError("Timeout", "the run's overall timeout passed") from exc
             error: BaseException = exc

@@ -3,7 +3,14 @@
 Why not the typed APIs: the model names arbitrary kinds ("po", "deploy", "certificates"), so the
 tools resolve names through API discovery, the way kubectl does, and then speak to the generic
 REST paths with the official `ApiClient` (which carries the caller's credentials and TLS
-settings). Blocking client calls run in threads via `asyncio.to_thread`.
+settings). Blocking client calls run in a thread pool of their own (`_POOL`), not the event
+loop's default one: that one has cpu+4 threads, so with hundreds of runs in one operator the
+tool calls queued behind each other (and behind everything else using `to_thread`).
+
+Discovery (`/api/v1`, `/apis`, one GET per group) is shared by every `KubeApi` on the same
+`ApiClient` (`_Discovery`): the operator builds a registry per run, and discovering per run
+cost ~8 GETs per tool-using run (measured by `bench/burst_bench.py`). A kind the cache does not
+know still forces a (rate-limited) refresh, so new CRDs are found as before.
 
 Lists are asked for as server-side Tables (`as=Table`), which is what `kubectl get` prints: the
 same columns for every kind, CRDs included, and no object data (so a Secret list carries no
@@ -16,7 +23,9 @@ import asyncio
 import json
 import threading
 import time
-from dataclasses import dataclass
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +39,32 @@ __all__ = [
 
 _TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _REQUEST_TIMEOUT = 30
+
+_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube-tools")
+"""Threads for the blocking client calls of every tool: enough for many concurrent runs, a
+bound so that a burst cannot open hundreds of connections to the apiserver."""
+
+
+@dataclass
+class _Discovery:
+    """What discovery found for one ApiClient, shared by all its KubeApi instances."""
+
+    resources: list[ApiResource] | None = None
+    groups: set[str] = field(default_factory=set)
+    loaded_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_DISCOVERY: weakref.WeakKeyDictionary[ApiClient, _Discovery] = weakref.WeakKeyDictionary()
+_DISCOVERY_LOCK = threading.Lock()
+
+
+def _discovery_for(api_client: ApiClient) -> _Discovery:
+    with _DISCOVERY_LOCK:
+        found = _DISCOVERY.get(api_client)
+        if found is None:
+            found = _DISCOVERY[api_client] = _Discovery()
+        return found
 
 
 class KubeError(RuntimeError):
@@ -78,10 +113,11 @@ class KubeApi:
     def __init__(self, api_client: ApiClient, *, discovery_ttl: float = 300.0) -> None:
         self.api_client = api_client
         self._discovery_ttl = discovery_ttl
-        self._resources: list[ApiResource] | None = None
-        self._groups: set[str] = set()
-        self._loaded_at = 0.0
-        self._lock = threading.Lock()
+        self._discovery = _discovery_for(api_client)
+        self._created = time.monotonic()
+        """A kind this instance does not know forces a refresh at once if the shared discovery
+        is older than the instance (a run sees what existed when it started, as when each run
+        discovered for itself); later forced refreshes are rate-limited."""
 
     # --- raw requests ------------------------------------------------------------------------
 
@@ -117,7 +153,10 @@ class KubeApi:
         return data
 
     async def request(self, method: str, path: str, query: dict[str, Any] | None = None, **kw: Any) -> bytes:
-        return await asyncio.to_thread(self._request_sync, method, path, query, **kw)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            _POOL, lambda: self._request_sync(method, path, query, **kw)
+        )
 
     async def get_json(self, path: str, query: dict[str, Any] | None = None, *, accept: str = "application/json") -> dict[str, Any]:
         data = await self.request("GET", path, query, accept=accept)
@@ -152,28 +191,39 @@ class KubeApi:
             except KubeError:
                 continue  # an unavailable aggregated API (e.g. metrics-server down) must not break the rest
             resources += _parse_resource_list(name, version, listing)
-        self._resources = resources
-        self._groups = groups
-        self._loaded_at = time.monotonic()
+        self._discovery.resources = resources
+        self._discovery.groups = groups
+        self._discovery.loaded_at = time.monotonic()
 
     async def _ensure_discovery(self, *, force: bool = False) -> list[ApiResource]:
-        def load() -> list[ApiResource]:
-            with self._lock:
-                stale = time.monotonic() - self._loaded_at > self._discovery_ttl
-                # A forced refresh (unknown kind) is rate-limited so typos cannot hammer discovery.
-                if self._resources is None or stale or (force and time.monotonic() - self._loaded_at > 5):
-                    self._discover_sync()
-                assert self._resources is not None
-                return self._resources
+        known = self._discovery
 
-        return await asyncio.to_thread(load)
+        def fresh() -> bool:
+            age = time.monotonic() - known.loaded_at
+            stale = age > self._discovery_ttl
+            # A forced refresh (unknown kind) is rate-limited so typos cannot hammer discovery.
+            forced = force and (age > 5 or known.loaded_at < self._created)
+            return not (known.resources is None or stale or forced)
+
+        if fresh():  # the common case: answered without a thread hop
+            assert known.resources is not None
+            return known.resources
+
+        def load() -> list[ApiResource]:
+            with known.lock:
+                if not fresh():
+                    self._discover_sync()
+                assert known.resources is not None
+                return known.resources
+
+        return await asyncio.get_running_loop().run_in_executor(_POOL, load)
 
     async def has_group(self, group: str) -> bool:
         await self._ensure_discovery()
-        if group in self._groups:
+        if group in self._discovery.groups:
             return True
         await self._ensure_discovery(force=True)
-        return group in self._groups
+        return group in self._discovery.groups
 
     async def resolve(self, kind: str) -> ApiResource:
         """Find the resource a kubectl-style name means: `po`, `pods`, `Pod`, `deploy`, `deployments.apps`."""

@@ -149,7 +149,7 @@ def _holding_final_writes(held: list[str]) -> Any:
         if phase not in ("Succeeded", "Failed"):
             return
         try:
-            await asyncio.sleep(60)  # never answers: waits to be cancelled by the daemon's stop
+            await asyncio.Event().wait()  # never answers: only the daemon's stop ends this
         except asyncio.CancelledError:
             held.append(params.url.path.split("/")[-2])
             raise

@@ -117,11 +117,22 @@ function params(value) {
   return h("pre", { class: "params" }, JSON.stringify(value, null, 2));
 }
 
+// The outcome of the latest decision per run, kept across re-renders: the page re-renders on
+// every live update (and the section goes once nothing waits), which must not wipe the answer.
+const decisionNotes = new Map();
+
 function approvals(detail, path, refresh) {
   const { summary, mayDecide } = detail;
   const waiting = summary.pendingApprovals.filter((p) => !(p.toolCallId in summary.decisions));
-  if (!waiting.length) return null;
-  const note = h("p", { class: "note" });
+  const kept = decisionNotes.get(path);
+  const note = h("p", { class: kept ? kept.className : "note" }, kept ? kept.text : "");
+  if (kept?.className.includes("error")) note.setAttribute("role", "alert");
+  if (!waiting.length) return kept ? h("section", { class: "card approvals", id: "approvals" }, note) : null;
+  const show = (className, text) => {
+    decisionNotes.set(path, { className, text });
+    note.className = className;
+    note.textContent = text;
+  };
   const decide = async (call_id, approved, reasonInput, buttons) => {
     buttons.forEach((b) => { b.disabled = true; });
     note.textContent = "";
@@ -129,13 +140,11 @@ function approvals(detail, path, refresh) {
       const result = await call("POST", `/api/console/runs/${path}/decisions`, {
         decisions: [{ id: call_id, approved, reason: reasonInput.value || null }],
       });
-      note.className = "note ok";
-      note.textContent = `${approved ? "Approved" : "Denied"} ${call_id} as ${result.by || "the API"}; the run resumes.`;
+      show("note ok", `${approved ? "Approved" : "Denied"} ${call_id} as ${result.by || "the API"}; the run resumes.`);
       refresh();
     } catch (error) {
-      note.className = "note error";
       note.setAttribute("role", "alert");
-      note.textContent = `Refused: ${error.message}`;
+      show("note error", `Refused: ${error.message}`);
       buttons.forEach((b) => { b.disabled = false; });
     }
   };

@@ -373,6 +373,19 @@ def make_target_pod(api: k8s.ApiClient) -> None:
 # -- start and memory ----------------------------------------------------------------------------
 
 
+def wait_ready(proc: OperatorProcess, port: int, began: float, limit: float) -> float:
+    """Seconds from `began` (just before `proc.start()`) until the operator's liveness endpoint
+    answers (polled: it is the figure measured, so nothing can be waited on instead)."""
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return time.perf_counter() - began
+        except OSError:
+            if not proc.alive() or time.perf_counter() - began > limit:
+                raise RuntimeError("the operator did not become ready:\n" + proc.output()[-3000:]) from None
+            time.sleep(0.02)
+
+
 def start_and_memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
                      count: int, tmp: Path) -> None:
     namespace = new_namespace(api, "bench-start")
@@ -384,15 +397,7 @@ def start_and_memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelSer
     began = time.perf_counter()
     proc.start()
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                    break
-            except OSError:
-                if not proc.alive() or time.perf_counter() - began > 120:
-                    raise RuntimeError("the operator did not become ready:\n" + proc.output()[-3000:])
-                time.sleep(0.02)
-        ready = time.perf_counter() - began
+        ready = wait_ready(proc, port, began, limit=120)
         assert proc.proc is not None
         time.sleep(2)  # settle before reading RSS (a measurement, not a synchronisation)
         idle = rss_kib(proc.proc.pid)

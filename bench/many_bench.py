@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +39,7 @@ from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.localcluster.build import ensure_binaries  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
 from lestrade.timefmt import now_iso  # noqa: E402
-from burst_bench import apiserver_metrics  # noqa: E402
+from burst_bench import apiserver_metrics, wait_ready  # noqa: E402
 from operator_bench import new_namespace, rss_kib  # noqa: E402
 from opkit import OperatorProcess, investigation  # noqa: E402
 
@@ -124,15 +123,7 @@ def main() -> int:
         assert proc.proc is not None
         pid = proc.proc.pid
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                        break
-                except OSError:
-                    if not proc.alive() or time.perf_counter() - began > 300:
-                        raise RuntimeError("the operator did not become ready:\n" + proc.output()[-3000:])
-                    time.sleep(0.05)
-            ready = time.perf_counter() - began
+            ready = wait_ready(proc, port, began, limit=300)
             # Idle again: less than 5% of a core over two seconds (a measurement window).
             last = cpu_seconds(pid)
             while time.perf_counter() - began < 600:

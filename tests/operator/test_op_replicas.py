@@ -1,0 +1,187 @@
+"""Two operator replicas sharing the work (`--replicas shared`) on the real apiserver: a burst
+is split between them and every run happens once; kill -9 of the owner moves its runs to the
+other within the lease bound, with the restart guarantees (the interrupted model call is asked
+once more, a started tool never again, a decision made while the owner was dead acts once)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.ownership import OWNER_ANNOTATION
+from opkit import (
+    EFFECT_LABEL,
+    PROBE_LABEL,
+    OperatorProcess,
+    count_effects,
+    create_inv,
+    get_inv,
+    patch_decisions,
+    phase_is,
+    transcript_messages,
+    wait_inv,
+    wait_until,
+    write_model_list,
+)
+from test_op_restart import assert_status_matches_transcript, steps_requested
+
+# Short leases so a takeover fits in a test: dead after 10 s without renewal, a replica that
+# cannot renew stops its runs after 6 s, renewals (and looks at the others) every second. (A
+# starved test machine can miss a 4 s renew deadline: the replica then stops its runs and
+# resumes them, correctly, but a test counting model calls would see the resumption.)
+LEASE_ENV = {"LESTRADE_LEASE_DURATION": "10", "LESTRADE_LEASE_RENEW_DEADLINE": "6",
+             "LESTRADE_LEASE_RENEW_INTERVAL": "1"}
+TAKEOVER_BOUND = 10 + 1  # the lease duration plus one look at the Leases
+# Nothing is taken over in the burst: leases that no starved moment can make expire.
+LONG_LEASE_ENV = {"LESTRADE_LEASE_DURATION": "60", "LESTRADE_LEASE_RENEW_DEADLINE": "40",
+                  "LESTRADE_LEASE_RENEW_INTERVAL": "2"}
+
+
+def owner_of(obj: dict[str, Any]) -> str:
+    """The Lease name in the object's claim (`<lease>/<uid>/<epoch>`)."""
+    return ((obj["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION) or "").split("/")[0]
+
+
+def requests_of(model_server: Any, scenario: str, name: str) -> int:
+    """Model requests made for the Investigation `name` (its title is in the user message)."""
+    return sum(1 for body in model_server.requests(scenario)
+               if f"Investigate {name}" in body["messages"][1]["content"])
+
+
+def test_a_burst_is_split_between_two_replicas_and_each_run_happens_once(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="probe", name="slow_probe", arguments={"namespace": namespace, "tag": tag})],
+             latency_ms=300),
+        Step(content="nothing wrong", latency_ms=300),
+    ]))
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+    # 4 runs at once per replica: 12 at once cannot all go to one of them.
+    group, procs = two_replicas(cluster, namespace, models, tmp_path, {"LESTRADE_MAX_CONCURRENT_RUNS": "4", **LONG_LEASE_ENV})
+    names = [f"run-{i:02d}" for i in range(12)]  # no name is a prefix of another
+    try:
+        wait_both_leases(api_client, namespace, group)
+        for name in names:
+            create_inv(api_client, namespace, name)
+        done = [wait_inv(api_client, namespace, name, phase_is("Succeeded", "Failed"), timeout=120)
+                for name in names]
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+    assert [d["status"]["phase"] for d in done] == ["Succeeded"] * len(names)
+    owners = Counter(owner_of(d) for d in done)
+    assert set(owners) == set(procs), owners  # both did work
+    # Exactly once, whoever ran it: two model calls and one probe per run (a run started by
+    # both replicas would have asked for its first step twice).
+    assert {name: requests_of(model_server, scenario_name, name) for name in names} == {n: 2 for n in names}
+    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == len(names)
+    for d in done:
+        assert_status_matches_transcript(api_client, d)
+    # Neither replica lost its Lease on the way (that would have moved runs, not shared them).
+    assert not any("lost (" in proc.output() for proc in procs.values())
+
+
+def shared_process(cluster: Any, namespace: str, models: Path, tmp_path: Path, name: str, group: str,
+                   env: dict[str, str] | None = None) -> OperatorProcess:
+    env = {"LESTRADE_REPLICAS": "shared", "LESTRADE_REPLICA_NAME": name, "LESTRADE_REPLICA_GROUP": group,
+           "POD_NAMESPACE": namespace, "LESTRADE_CLAIM_HANDOFF": "0.2", **LEASE_ENV, **(env or {})}
+    return OperatorProcess(cluster, namespace, models, tmp_path / f"{name}.log", extra_args=[], env=env).start()
+
+
+def two_replicas(cluster: Any, namespace: str, models: Path, tmp_path: Path,
+                 env: dict[str, str] | None = None) -> tuple[str, dict[str, OperatorProcess]]:
+    """Two `python -m lestrade.operator --replicas shared` processes; keys: their Lease names."""
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    procs = {f"{group}-{n}": shared_process(cluster, namespace, models, tmp_path, n, group, env) for n in ("a", "b")}
+    return group, procs
+
+
+def wait_both_leases(api_client: k8s.ApiClient, namespace: str, group: str) -> None:
+    coord = k8s.CoordinationV1Api(api_client)
+    wait_until("both replicas' Leases", lambda: len(coord.list_namespaced_lease(
+        namespace, label_selector=f"lestrade.dev/replicas={group}").items) == 2, timeout=60, interval=0.1)
+
+
+def test_kill_9_of_the_owner_moves_the_run_to_the_other_replica(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    steps = [
+        Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": tag})]),
+        Step(content="All good.", latency_ms=60_000),
+    ]
+    model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+    group, procs = two_replicas(cluster, namespace, models, tmp_path)
+    try:
+        wait_both_leases(api_client, namespace, group)
+        create_inv(api_client, namespace, "moving")
+        wait_until("the second model call", lambda: steps_requested(model_server, scenario_name)[1] >= 1, timeout=90)
+        owner = owner_of(get_inv(api_client, namespace, "moving"))
+        (other,) = set(procs) - {owner}
+        steps[1] = Step(content="All good.")  # the survivor's call is answered at once
+        model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+        procs[owner].kill()
+        killed = time.monotonic()
+        wait_until("the survivor to ask the interrupted call again",
+                   lambda: steps_requested(model_server, scenario_name)[1] >= 2, timeout=60)
+        took = time.monotonic() - killed
+        done = wait_inv(api_client, namespace, "moving", phase_is("Succeeded", "Failed"), timeout=60)
+    finally:
+        for proc in procs.values():
+            if proc.alive():
+                proc.terminate()
+    assert done["status"]["phase"] == "Succeeded", procs[other].output()[-3000:]
+    assert owner_of(done) == other
+    # Bounded: the lease duration plus one look at the Leases, with room for a loaded machine.
+    assert took < TAKEOVER_BOUND + 15, took
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 2})
+    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, done)
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert_status_matches_transcript(api_client, done)
+
+
+def test_a_decision_made_while_the_owner_is_dead_is_acted_on_once(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str, tmp_path: Path,
+) -> None:
+    tag = scenario_name
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
+        Step(content="Fix applied."),
+    ]))
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+    group, procs = two_replicas(cluster, namespace, models, tmp_path)
+    try:
+        wait_both_leases(api_client, namespace, group)
+        create_inv(api_client, namespace, "approving")
+        paused = wait_inv(api_client, namespace, "approving", phase_is("AwaitingApproval", "Failed"), timeout=90)
+        assert paused["status"]["phase"] == "AwaitingApproval"
+        owner = owner_of(paused)
+        (other,) = set(procs) - {owner}
+        procs[owner].kill()
+        patch_decisions(api_client, namespace, "approving", {"fix-1": {"approved": True}})
+        done = wait_inv(api_client, namespace, "approving", phase_is("Succeeded", "Failed"), timeout=60)
+    finally:
+        for proc in procs.values():
+            if proc.alive():
+                proc.terminate()
+    assert done["status"]["phase"] == "Succeeded", procs[other].output()[-3000:]
+    assert owner_of(done) == other
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, done)
+    (pending,) = paused["status"]["pendingApprovals"]
+    assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
+    assert_status_matches_transcript(api_client, done)

@@ -96,9 +96,20 @@ def run_and_wait(api: k8s.ApiClient, namespace: str, names: set[str]) -> float:
     watcher = threading.Thread(target=observe)
     watcher.start()
     start = time.perf_counter()
+    def create(name: str) -> None:
+        for attempt in range(20):
+            try:
+                custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation(name))
+                return
+            except k8s.ApiException as exc:
+                # 503 "can be a delay between when CustomResourceDefinitions are created and
+                # when they are available" (a fresh cluster): the apiserver says to retry.
+                if exc.status != 503 or attempt == 19:
+                    raise
+                time.sleep(0.5)
+
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda name: custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, investigation(name)), sorted(names)))
+        list(pool.map(create, sorted(names)))
     watcher.join()
     if errors:
         raise errors[0]

@@ -1,7 +1,8 @@
 """Two operator replicas sharing the work (`--replicas shared`) on the real apiserver: a burst
 is split between them and every run happens once; kill -9 of the owner moves its runs to the
 other within the lease bound, with the restart guarantees (the interrupted model call is asked
-once more, a started tool never again, a decision made while the owner was dead acts once)."""
+once more, a started tool never again, a decision made while the owner was dead acts once);
+a replica that loses its own Lease stops its run and claims it again in a new epoch."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from opkit import (
     EFFECT_LABEL,
     PROBE_LABEL,
     OperatorProcess,
+    OperatorThread,
     count_effects,
     create_inv,
     get_inv,
+    model_list,
     patch_decisions,
     phase_is,
     transcript_messages,
@@ -184,4 +187,36 @@ def test_a_decision_made_while_the_owner_is_dead_is_acted_on_once(
     (pending,) = paused["status"]["pendingApprovals"]
     assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
     assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
+    assert_status_matches_transcript(api_client, done)
+
+
+def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_new_epoch(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str,
+) -> None:
+    steps = [Step(content="late answer", latency_ms=60_000)]
+    model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    settings = {"replicas": "shared", "replica_name": "solo", "replica_group": group,
+                "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
+                "lease_renew_interval": 0.5}
+    coord = k8s.CoordinationV1Api(api_client)
+    with OperatorThread(cluster, namespace, model_list(model_server, scenario_name), **settings):
+        create_inv(api_client, namespace, "fenced")
+        wait_until("the model call", lambda: steps_requested(model_server, scenario_name)[0] >= 1, timeout=90)
+        claimed = get_inv(api_client, namespace, "fenced")["metadata"]["annotations"][OWNER_ANNOTATION]
+        assert claimed.endswith("/0")
+        steps[0] = Step(content="answer")
+        model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+        # Someone else writes the replica's Lease: its next renewal is refused (409), so it
+        # must stop its run at once, then take the Lease again in a new epoch and re-claim.
+        lease = coord.read_namespaced_lease(f"{group}-solo", namespace)
+        lease.spec.holder_identity = "someone-else"
+        coord.replace_namespaced_lease(f"{group}-solo", namespace, lease)
+        done = wait_inv(api_client, namespace, "fenced", phase_is("Succeeded", "Failed"), timeout=90)
+    assert done["status"]["phase"] == "Succeeded"
+    owner = done["metadata"]["annotations"][OWNER_ANNOTATION]
+    assert owner.rsplit("/", 1)[0] == claimed.rsplit("/", 1)[0] and owner.endswith("/1"), (claimed, owner)
+    # The interrupted call was asked once more, by the new epoch only.
+    assert steps_requested(model_server, scenario_name) == Counter({0: 2})
     assert_status_matches_transcript(api_client, done)

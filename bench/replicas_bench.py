@@ -169,15 +169,18 @@ def main() -> int:
     print(f"  machine: {cores} cores ({usable} usable); load average now {os.getloadavg()[0]:.1f}")
     for label, r in (("1 replica ", one), ("2 replicas", two)):
         split = ", ".join(f"{k}: {v}" for k, v in sorted(r["split"].items()))
-        print(f"  {label}  wall {r['wall']:6.2f} s   CPU {r['cpu'] / count * 1000:6.1f} ms/investigation   "
-              f"split {split}   leases lost {r['lost']}")
+        print(f"  {label}  wall {r['wall']:6.2f} s   CPU {r['cpu'] / count * 1000:6.1f} ms/investigation "
+              f"({r['cpu'] / r['wall']:.2f} cores busy)   split {split}   leases lost {r['lost']}")
     print(f"  ratio           1 replica / 2 replicas = {one['wall'] / two['wall']:.2f}x")
     print("  expected scaling: each replica is one Python process (one GIL), so the burst's "
           "operator CPU splits over the replicas; with N replicas and N spare cores the wall "
           "approaches max(ideal, wall(1)/N), plus one claim write per run and the handoff delay "
           "(LESTRADE_CLAIM_HANDOFF) for runs preferred by the other replica. Here the apiserver, "
           f"etcd and the model server share the same {usable} cores, so less than "
-          f"{min(2, usable):d}x is expected.")
+          f"{min(2, usable):d}x is expected; when one replica keeps less than a core busy, the "
+          "bottleneck is elsewhere (apiserver, etcd) and a second replica cannot shorten the wall. "
+          "Every replica also processes every watch event and has a daemon per object (only the "
+          "owner supervises), so CPU per investigation grows with the replica count.")
     return 0
 
 

@@ -29,6 +29,7 @@ import kopf
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.kube import Kube
 
 from .admission import install_admission_policy
 from .requester_policy import install_requester_policy
@@ -96,8 +97,11 @@ async def run_operator(
         await install_requester_policy(engine.kube)
     membership = None
     if settings.replicas == "shared":
+        # A client of its own: renewals must not queue behind the runs' requests for one of
+        # the shared connections (in a burst of 200 runs they waited seconds, and fenced).
+        lease_kube = Kube(engine.api_client, session_factory=session_factory)
         membership = Membership(
-            engine.kube, namespace=settings.lease_namespace, group=settings.replica_group,
+            lease_kube, namespace=settings.lease_namespace, group=settings.replica_group,
             replica=settings.replica_name, duration=settings.lease_duration,
             renew_deadline=settings.lease_renew_deadline, renew_interval=settings.lease_renew_interval,
         )
@@ -133,6 +137,7 @@ async def run_operator(
     finally:
         if membership is not None:  # the runs have stopped: the others may take over now
             await membership.stop()
+            await membership.kube.aclose()
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         ctx.reaper.close()

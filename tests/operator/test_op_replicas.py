@@ -108,86 +108,79 @@ def two_replicas(cluster: Any, namespace: str, models: Path, tmp_path: Path,
     return group, procs
 
 
+def leases_of(api_client: k8s.ApiClient, namespace: str, group: str) -> int:
+    return len(k8s.CoordinationV1Api(api_client).list_namespaced_lease(
+        namespace, label_selector=f"lestrade.dev/replicas={group}").items)
+
+
 def wait_both_leases(api_client: k8s.ApiClient, namespace: str, group: str) -> None:
-    coord = k8s.CoordinationV1Api(api_client)
-    wait_until("both replicas' Leases", lambda: len(coord.list_namespaced_lease(
-        namespace, label_selector=f"lestrade.dev/replicas={group}").items) == 2, timeout=60, interval=0.1)
+    wait_until("both replicas' Leases", lambda: leases_of(api_client, namespace, group) == 2, timeout=60, interval=0.1)
 
 
-def test_kill_9_of_the_owner_moves_the_run_to_the_other_replica(
+def test_kill_9_of_the_owner_moves_its_runs_and_a_decision_made_meanwhile_acts_once(
     cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
     scenario_name: str, tmp_path: Path,
 ) -> None:
-    tag = scenario_name
+    # Replica a alone first, so it owns both runs: one waits for a model answer (killed mid
+    # call), one waits for a decision (decided while no owner lives). Then b joins, a dies.
+    tag, fixing = scenario_name, f"{scenario_name}-fix"
     steps = [
         Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": tag})]),
         Step(content="All good.", latency_ms=60_000),
     ]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
-    group, procs = two_replicas(cluster, namespace, models, tmp_path)
-    try:
-        wait_both_leases(api_client, namespace, group)
-        create_inv(api_client, namespace, "moving")
-        wait_until("the second model call", lambda: steps_requested(model_server, scenario_name)[1] >= 1, timeout=90)
-        owner = owner_of(get_inv(api_client, namespace, "moving"))
-        (other,) = set(procs) - {owner}
-        steps[1] = Step(content="All good.")  # the survivor's call is answered at once
-        model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-        procs[owner].kill()
-        killed = time.monotonic()
-        wait_until("the survivor to ask the interrupted call again",
-                   lambda: steps_requested(model_server, scenario_name)[1] >= 2, timeout=60)
-        took = time.monotonic() - killed
-        done = wait_inv(api_client, namespace, "moving", phase_is("Succeeded", "Failed"), timeout=60)
-    finally:
-        for proc in procs.values():
-            if proc.alive():
-                proc.terminate()
-    assert done["status"]["phase"] == "Succeeded", procs[other].output()[-3000:]
-    assert owner_of(done) == other
-    # Bounded: the lease duration plus one look at the Leases, with room for a loaded machine.
-    assert took < TAKEOVER_BOUND + 15, took
-    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 2})
-    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == 1
-    state, _ = transcript_messages(api_client, done)
-    assert [m["role"] for m in state.messages] == ["system", "user", "assistant", "tool", "assistant"]
-    assert_status_matches_transcript(api_client, done)
-
-
-def test_a_decision_made_while_the_owner_is_dead_is_acted_on_once(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
-) -> None:
-    tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+    model_server.add_scenario(Scenario(name=fixing, steps=[
         Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
         Step(content="Fix applied."),
     ]))
-    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
-    group, procs = two_replicas(cluster, namespace, models, tmp_path)
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name, fixing)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    a = shared_process(cluster, namespace, models, tmp_path, "a", group)
+    procs = {f"{group}-a": a}
     try:
-        wait_both_leases(api_client, namespace, group)
-        create_inv(api_client, namespace, "approving")
+        wait_until("replica a's Lease", lambda: leases_of(api_client, namespace, group) == 1, timeout=60, interval=0.1)
+        create_inv(api_client, namespace, "moving")
+        create_inv(api_client, namespace, "approving", model=fixing)
+        procs[f"{group}-b"] = b = shared_process(cluster, namespace, models, tmp_path, "b", group)
         paused = wait_inv(api_client, namespace, "approving", phase_is("AwaitingApproval", "Failed"), timeout=90)
         assert paused["status"]["phase"] == "AwaitingApproval"
-        owner = owner_of(paused)
-        (other,) = set(procs) - {owner}
-        procs[owner].kill()
+        wait_until("the second model call", lambda: steps_requested(model_server, scenario_name)[1] >= 1, timeout=90)
+        wait_until("replica b's Lease", lambda: leases_of(api_client, namespace, group) == 2, timeout=60, interval=0.1)
+        assert {owner_of(get_inv(api_client, namespace, n)) for n in ("moving", "approving")} == {f"{group}-a"}
+        steps[1] = Step(content="All good.")  # the survivor's call is answered at once
+        model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+        a.kill()
+        killed = time.monotonic()
         patch_decisions(api_client, namespace, "approving", {"fix-1": {"approved": True}})
-        done = wait_inv(api_client, namespace, "approving", phase_is("Succeeded", "Failed"), timeout=60)
+        wait_until("the survivor to ask the interrupted call again",
+                   lambda: steps_requested(model_server, scenario_name)[1] >= 2, timeout=60)
+        took = time.monotonic() - killed
+        done = {n: wait_inv(api_client, namespace, n, phase_is("Succeeded", "Failed"), timeout=60)
+                for n in ("moving", "approving")}
     finally:
         for proc in procs.values():
             if proc.alive():
                 proc.terminate()
-    assert done["status"]["phase"] == "Succeeded", procs[other].output()[-3000:]
-    assert owner_of(done) == other
+    assert {n: d["status"]["phase"] for n, d in done.items()} == {"moving": "Succeeded", "approving": "Succeeded"}, \
+        b.output()[-3000:]
+    assert {owner_of(d) for d in done.values()} == {f"{group}-b"}
+    # Bounded: the lease duration plus one look at the Leases, with room for a loaded machine.
+    assert took < TAKEOVER_BOUND + 15, took
+
+    moving = done["moving"]  # the interrupted model call asked once more, the probe never again
+    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 2})
+    assert count_effects(api_client, namespace, PROBE_LABEL, tag) == 1
+    state, _ = transcript_messages(api_client, moving)
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert_status_matches_transcript(api_client, moving)
+
+    approving = done["approving"]  # the decision made while no owner lived: acted on once
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
-    state, _ = transcript_messages(api_client, done)
+    state, _ = transcript_messages(api_client, approving)
     (pending,) = paused["status"]["pendingApprovals"]
     assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
-    assert steps_requested(model_server, scenario_name) == Counter({0: 1, 1: 1})
-    assert_status_matches_transcript(api_client, done)
+    assert steps_requested(model_server, fixing) == Counter({0: 1, 1: 1})
+    assert_status_matches_transcript(api_client, approving)
 
 
 def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_new_epoch(

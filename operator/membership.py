@@ -115,6 +115,7 @@ class Membership:
         self.lost.set()
         self._changed = asyncio.Event()
         self._seen: dict[str, _Seen] = {}
+        self._known_dead: set[Holder] = set()  # claims' holders found dead (bounded: see observe)
         self._task: asyncio.Task[None] | None = None
 
     # -- this replica's Lease ------------------------------------------------------------------
@@ -284,6 +285,7 @@ class Membership:
         for name in set(self._seen) - present:
             del self._seen[name]
             died = True
+        self._known_dead = {h for h in self._known_dead if h.lease in present}
         if died:
             self._wake()
 
@@ -299,9 +301,19 @@ class Membership:
 
     async def alive(self, holder: Holder) -> bool:
         """Whether the claim's holder may still be running it. This replica's own current
-        epoch is alive while it is not fenced; any other is judged from a recent read."""
+        epoch is alive while it is not fenced; any other is judged from a recent read. A death
+        learnt here first (not from `observe`) wakes the other waiters too: they may wait on
+        the same holder, and `observe` will not announce a Lease it no longer knows."""
         if holder.lease == self.name:
             return not self._fenced and holder == self.holder
+        if await self._alive(holder):
+            return True
+        if holder not in self._known_dead:
+            self._known_dead.add(holder)
+            self._wake()
+        return False
+
+    async def _alive(self, holder: Holder) -> bool:
         now = self._clock()
         seen = self._seen.get(holder.lease)
         if seen is None or now - seen.read_at > FRESH_READ:

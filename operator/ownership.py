@@ -169,6 +169,9 @@ class Ownership:
             self.claiming += 1
             try:
                 if await self._claim(view.body, me):
+                    if holder is not None:
+                        logger.info("%s/%s: took over from %s (not alive)", view.ref.namespace,
+                                    view.ref.name, holder.lease)
                     return True
             finally:
                 self.claiming -= 1

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lestrade.kube import is_conflict, is_not_found, resource_path
-from lestrade.resources.views import ConversationView, view_of
+from lestrade.resources.views import ConversationView, RunView, view_of
 
 from .engine import Engine
 from .membership import Holder, Membership
@@ -151,6 +151,9 @@ class Ownership:
             if me is None:  # fenced: wait until the Lease is ours again
                 await _first(feed, changes)
                 continue
+            # The version the claim is judged on is the one the claim is conditioned on: the
+            # live body may change during the awaits below (another replica's claim landing).
+            read_version = body["metadata"]["resourceVersion"]
             annotations = (body.get("metadata") or {}).get("annotations") or {}
             holder = Holder.decode(annotations.get(OWNER_ANNOTATION))
             if holder == me:
@@ -168,7 +171,7 @@ class Ownership:
                 continue
             self.claiming += 1
             try:
-                if await self._claim(view.body, me):
+                if await self._claim(view, read_version, me):
                     if holder is not None:
                         logger.info("%s/%s: took over from %s (not alive)", view.ref.namespace,
                                     view.ref.name, holder.lease)
@@ -177,11 +180,10 @@ class Ownership:
                 self.claiming -= 1
             await _first(feed, changes)  # lost the race: the winner's claim is on its way
 
-    async def _claim(self, body: Mapping[str, Any], me: Holder) -> bool:
-        view = view_of(body)
+    async def _claim(self, view: RunView, read_version: str, me: Holder) -> bool:
         path = resource_path(view.plural, view.ref.namespace, view.ref.name)
         patch = {"metadata": {
-            "resourceVersion": body["metadata"]["resourceVersion"],
+            "resourceVersion": read_version,
             "annotations": {OWNER_ANNOTATION: me.encode()},
         }}
         try:

@@ -50,6 +50,7 @@ from . import metrics
 from .budgets import BUDGET_STOPS, run_budget_passed
 from .context_window import limits_for
 from .engine import Engine
+from .harness_session import HarnessSession, rlm_session, start_session
 from .projection import ConversationProjection, Projection, projection_for
 from .recorder import EventRecorder
 from .scopes import decide_scope, load_policy
@@ -119,6 +120,8 @@ class _Attempt:
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
+        self.harness: HarnessSession | None = None
+        """A harness session's gate, watch and subagents (`spec.harness`)."""
 
     @property
     def state(self) -> Any:
@@ -140,6 +143,8 @@ class _Attempt:
         try:
             return await self._run()
         finally:
+            if self.harness is not None:
+                await self.harness.aclose()
             await self.writer.close()
 
     async def _run(self) -> Outcome:
@@ -147,7 +152,10 @@ class _Attempt:
         if view.spec is None:
             return await fail(self.projection, self.recorder, "InvalidSpec", view.spec_error or "")
         try:
-            model = self.engine.models.get(view.spec.model)
+            models = self.engine.models
+            # A harness session may name a `provider/model` id too (checked again here: the
+            # spec can be written with kubectl).
+            model = models.resolve(view.spec.model) if getattr(view.spec, "harness", None) else models.get(view.spec.model)
         except ConfigError as exc:
             return await fail(self.projection, self.recorder, "InvalidModel", str(exc))
         self.demo = model.is_demo
@@ -194,6 +202,8 @@ class _Attempt:
 
         decisions = self._take_decisions()
         self._announce(model, start_time, started is not None)
+        if self.harness is not None and self.harness.settings.mode == "rlm":
+            return await self._fail("RlmUnavailable", rlm_session())
         messages = state.working_messages()
         try:
             async with asyncio.timeout_at(
@@ -263,6 +273,17 @@ class _Attempt:
         )
         if conversation:
             limits = limits_for(spec.context, limits)
+        harness = getattr(spec, "harness", None)
+        if harness is not None:
+            assert isinstance(self.projection, ConversationProjection)
+            self.harness = start_session(
+                settings=harness, kube=self.engine.kube, namespace=self.ref.namespace,
+                name=self.ref.name, short_name=self.ref.short_name, model=model, tools=tools,
+                transcript=self.transcript, projection=self.projection, limits=limits,
+                deadline=deadline, spec=spec, usage=self._usage, ledger=self.engine.ledger,
+                sync=self._sync, prompt=prompt,
+            )
+            tools, limits = self.harness.main_tools(), self.harness.limits(limits)
         return Agent(
             model=model,
             tools=tools,
@@ -271,6 +292,11 @@ class _Attempt:
             enable_tool_approval=spec.enable_tool_approval,
             response_format=_response_format(spec.response_format) if conversation else None,
         )
+
+    def _usage(self) -> tuple[int, float]:
+        """(tokens, cost) of this run or turn so far, subagents included."""
+        usage = self.projection.facts(self.state).usage
+        return usage.total_tokens, usage.cost
 
     def _seed(self, agent: Agent) -> None:
         """The messages a new run (or turn) starts with; nothing when they are stored."""

@@ -1,0 +1,94 @@
+"""Wiring an agent-harness session (a Conversation with `spec.harness`) into one attempt.
+
+`start_session` builds what the attempt needs: the gated tools of the main agent (with the
+`agent` tool for subagents, `harness_agents.py`), the limits (`maxIterations` model calls),
+and the watch that relays wait on. `rlm_session` is the one place the `rlm` mode is started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lestrade.config import ModelConfig
+from lestrade.operator.agent.limits import Limits
+from lestrade.operator.agent.prompts import PromptConfig
+from lestrade.operator.tools.base import ToolRegistry
+from lestrade.resources.conversation import HarnessSettings
+from lestrade.resources.transcript import Transcript
+
+from .budgets import Ledger
+from .harness import MAIN_AGENT, DecisionWatch, Gate
+from .harness_agents import Subagents
+from .projection import ConversationProjection
+
+__all__ = ["HarnessSession", "start_session", "rlm_session", "RLM_UNAVAILABLE"]
+
+RLM_UNAVAILABLE = "rlm mode not available"
+
+
+@dataclass
+class HarnessSession:
+    settings: HarnessSettings
+    watch: DecisionWatch
+    subagents: Subagents
+
+    def main_tools(self) -> ToolRegistry:
+        return self.subagents.registry_for(MAIN_AGENT)
+
+    def limits(self, limits: Limits) -> Limits:
+        """The main agent's limits: maxIterations model calls; its tools may wait for a relay
+        as long as the turn lasts (each tool keeps its own limit inside the gate)."""
+        from dataclasses import replace
+
+        return replace(
+            limits, max_steps=self.settings.max_iterations,
+            tool_timeout=max(1.0, self.subagents.deadline - time.time()),
+        )
+
+    async def aclose(self) -> None:
+        await self.watch.aclose()
+
+
+def start_session(
+    *,
+    settings: HarnessSettings,
+    kube: Any,
+    namespace: str,
+    name: str,
+    short_name: str,
+    model: ModelConfig,
+    tools: ToolRegistry,
+    transcript: Transcript,
+    projection: ConversationProjection,
+    limits: Limits,
+    deadline: float,
+    spec: Any,
+    usage: Callable[[], tuple[int, float]],
+    ledger: Ledger,
+    sync: Callable[[], Awaitable[None]],
+    prompt: PromptConfig,
+) -> HarnessSession:
+    watch = DecisionWatch(kube, namespace, name)
+    hint = (
+        f"kubectl patch {short_name} {name} -n {namespace} --type merge -p "
+        "'{\"spec\":{\"decisions\":{\"<id>\":{\"approved\":true}}}}'"
+    )
+    gate = Gate(
+        transcript=transcript, projection=projection, settings=settings, watch=watch,
+        sync=sync, kubectl_hint=hint,
+    )
+    subagents = Subagents(
+        model=model, base=tools, gate=gate, settings=settings, transcript=transcript,
+        limits=limits, deadline=deadline, spec=spec, usage=usage, ledger=ledger,
+        namespace=namespace, sync=sync, prompt=prompt, tool_timeout=limits.tool_timeout,
+    )
+    return HarnessSession(settings, watch, subagents)
+
+
+def rlm_session() -> str:
+    """Runs a session in `rlm` mode; today: why it cannot (the sandboxed REPL is built in
+    `lestrade.operator.rlm`, not merged yet). Returns the error the turn fails with."""
+    return RLM_UNAVAILABLE

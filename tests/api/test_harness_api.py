@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.localcluster.processes import wait_until
-from opkit import EFFECT_LABEL, PROBE_LABEL, count_effects
+from opkit import EFFECT_LABEL, PROBE_LABEL, count_effects, install_policy
 
 Event = tuple[str, dict[str, Any]]
 
@@ -178,6 +178,7 @@ def test_relay_races_with_kubectl_first_decision_wins(
         Step(tool_calls=[fix(namespace, "k", "f-1"), fix(namespace, "h", "f-2")]),
         Step(content="Done."),
     ]))
+    install_policy(api_client, namespace)  # the decisions admission policy, as the chart has it
     s = stack(scenario_name)
     api = k8s.CustomObjectsApi(api_client)
 

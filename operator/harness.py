@@ -84,9 +84,10 @@ def _as_text(value: Any) -> str:
 
 
 def rule_matches(rule: ToolPermission, name: str, params: dict[str, Any]) -> bool:
-    """The rule names this tool and each of its parameter globs matches the call's value
-    (fnmatch, case-sensitive; a non-string value is matched as its JSON text)."""
-    if rule.tool != name:
+    """The rule's tool glob matches the tool's name and each of its parameter globs matches
+    the call's value (fnmatch, case-sensitive; a non-string value is matched as its JSON
+    text)."""
+    if not fnmatch.fnmatchcase(name, rule.tool):
         return False
     for key, pattern in (rule.params or {}).items():
         if key not in params or not fnmatch.fnmatchcase(_as_text(params[key]), pattern):

@@ -221,7 +221,7 @@ class ToolPermission(WireModel):
     """A tool the harness session may run without asking (reference 003's permission rule)."""
 
     tool: str = Field(
-        min_length=1, max_length=128, description="Tool name, e.g. kubectl_describe or agent."
+        min_length=1, max_length=128, description="Tool name or a glob of names (fnmatch), e.g. kubectl_describe, kubectl_* or agent."
     )
     params: dict[str, Annotated[str, StringConstraints(max_length=1024)]] | None = Field(
         default=None,

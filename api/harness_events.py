@@ -6,7 +6,8 @@ from the stored records alone: any API process, before or after a restart of eit
 streams the same events. Mapping, record by record from the turn's start:
 
 - `turn` -> `harness_start` of the main agent (`agent` start -> a subagent's);
-- assistant message -> `reasoning` (if any), `text` (if any), one `tool_call` per call;
+- `agent` reasoning record (stored before its assistant message) -> `reasoning`;
+- assistant message -> `text` (if any), one `tool_call` per call;
 - tool message -> `tool_result` (`output`: the result, `{status: "denied", reason}` or
   `{error}`, from the `tool_result` and `decision` records before it);
 - `approval_needed` -> one `relay` (kind `permission`) per call not relayed before;
@@ -96,6 +97,8 @@ class _Mapper:
         if kind == RecordType.TURN:
             return [("harness_start", {**base, "depth": 0, "maxIterations": self.max_iterations})]
         if kind == RecordType.AGENT:
+            if record.get("event") == "reasoning":
+                return [("reasoning", {**base, "id": f"reasoning-{seq}", "content": str(record.get("content") or "")})]
             if record.get("event") == "start":
                 return [("harness_start", {**base, "maxIterations": record.get("maxIterations", self.max_iterations)})]
             end = {
@@ -161,9 +164,6 @@ class _Mapper:
         if role == "assistant":
             agent = base["agentId"]
             self.iterations[agent] = self.iterations.get(agent, 0) + 1
-            reasoning = message.get("reasoning_content")
-            if isinstance(reasoning, str) and reasoning:
-                out.append(("reasoning", {**base, "id": f"reasoning-{seq}", "content": reasoning}))
             text = _content_text(message.get("content"))
             if text:
                 out.append(("text", {**base, "id": f"text-{seq}", "content": text}))

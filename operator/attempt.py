@@ -200,6 +200,7 @@ class _Attempt:
             text, sections = self._format(str(last.get("content") or ""))
             return await self._done(ev.Answer(text=text, sections=sections))
 
+        started_calls = self._started()  # before this attempt's decisions are recorded
         decisions = self._take_decisions()
         self._announce(model, start_time, started is not None)
         if self.harness is not None and self.harness.settings.mode == "rlm":
@@ -209,7 +210,7 @@ class _Attempt:
             async with asyncio.timeout_at(
                 asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0
             ):
-                return await self._drive(agent, messages, decisions, frozenset(state.started))
+                return await self._drive(agent, messages, decisions, started_calls)
         except TimeoutError:
             return await self._fail("Timeout", self._timeout_message())
 
@@ -281,7 +282,7 @@ class _Attempt:
                 name=self.ref.name, short_name=self.ref.short_name, model=model, tools=tools,
                 transcript=self.transcript, projection=self.projection, limits=limits,
                 deadline=deadline, spec=spec, usage=self._usage, ledger=self.engine.ledger,
-                sync=self._sync, prompt=prompt,
+                sync=self._sync, prompt=prompt, progress=self._harness_progress,
             )
             tools, limits = self.harness.main_tools(), self.harness.limits(limits)
         return Agent(
@@ -291,7 +292,24 @@ class _Attempt:
             limits=limits,
             enable_tool_approval=spec.enable_tool_approval,
             response_format=_response_format(spec.response_format) if conversation else None,
+            call_ids=self.harness.call_ids if self.harness is not None else None,
         )
+
+    def _harness_progress(self) -> None:
+        """Status follows a subagent's stored records (the API reads them when it changes)."""
+        self._progress()
+        self.writer.set(transcript=self.transcript.reference())
+
+    def _started(self) -> frozenset[str]:
+        """Calls that may have had their effect (reported as "outcome unknown", never re-run).
+        In a harness session a call is stored as started before its gate decides, so one
+        without an approving decision never ran: it goes through the gate again (a relay
+        answered while the operator was down is then taken from spec.decisions). Read before
+        `_take_decisions` records such an answer."""
+        state = self.state
+        if self.harness is None:
+            return frozenset(state.started)
+        return frozenset(i for i in state.started if (state.decisions.get(i) or {}).get("approved"))
 
     def _usage(self) -> tuple[int, float]:
         """(tokens, cost) of this run or turn so far, subagents included."""
@@ -423,6 +441,9 @@ class _Attempt:
                             transcript.flush_soon()
                     case ev.ModelMessage(tool_calls=calls):
                         self._step_called_tools = bool(calls)
+                        if self.harness is not None and event.reasoning:
+                            # 003's `reasoning` event: kept beside the message, never sent back.
+                            transcript.append(RecordType.AGENT, event="reasoning", content=event.reasoning)
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)

@@ -31,7 +31,7 @@ from lestrade.operator.agent import events as ev
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
 from lestrade.operator.agent.prompts import PromptConfig
-from lestrade.operator.agent.toolcalls import Call
+from lestrade.operator.agent.toolcalls import Call, CallIds
 from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
 from lestrade.resources.conversation import HarnessSettings
 from lestrade.resources.transcript import RecordType, Transcript
@@ -111,6 +111,11 @@ class Subagents:
     sync: Callable[[], Awaitable[None]]
     prompt: PromptConfig
     tool_timeout: float
+    call_ids: CallIds
+    progress: Callable[[], None]
+    """Tells status what the transcript now holds (the API reads the transcript when the
+    object changes; a subagent's records must not wait for the main agent's next step)."""
+    """One id space for every agent of the session: relays and decisions are keyed by call id."""
 
     def registry_for(self, tag: AgentTag) -> ToolRegistry:
         """The tools of one agent: the session's, each gated, plus `agent`."""
@@ -151,6 +156,7 @@ class Subagents:
                 self.limits, max_steps=self.settings.max_iterations, timeout=remaining,
                 tool_timeout=remaining,
             ),
+            call_ids=self.call_ids,
         )
         return await _Child(self, tag, agent).run(task)
 
@@ -163,29 +169,40 @@ class _Child:
         self.tag = tag
         self.agent = agent
         self.iterations = 0
+        self.dirty = False
 
     def _append(self, kind: RecordType, **fields: Any) -> None:
         self.s.transcript.append(kind, **fields, **self.tag.fields())
+        self.dirty = True
+
+    async def _store(self) -> None:
+        """Stores what this child recorded, then lets status (and so the API) know."""
+        if self.dirty:
+            self.dirty = False
+            await self.s.sync()
+            self.s.progress()
 
     async def _end(self, reason: str, error: str | None = None) -> None:
         self._append(
             RecordType.AGENT, event="end", reason=reason, iterations=self.iterations,
             **({"error": error} if error else {}),
         )
-        await self.s.sync()
+        await self._store()
 
     async def run(self, task: str) -> ToolOutput:
         self._append(RecordType.AGENT, event="start", task=task, maxIterations=self.s.settings.max_iterations)
         messages = self.agent.initial_messages(task)
         for message in messages:
             self._append(RecordType.MESSAGE, message=message)
-        await self.s.sync()
+        await self._store()
         stream = self.agent.run(messages)
         try:
             async for event in stream:
                 outcome = await self._on(event)
                 if outcome is not None:
                     return outcome
+                if not isinstance(event, ev.ModelMessage):  # its message follows at once
+                    await self._store()
         finally:
             await stream.aclose()
         await self._end("error", "the subagent stopped without an answer")
@@ -195,11 +212,13 @@ class _Child:
         match event:
             case ev.MessageAdded(message=message):
                 self._append(RecordType.MESSAGE, message=message)
-            case ev.ModelMessage():
+            case ev.ModelMessage(reasoning=reasoning):
                 self.iterations += 1
+                if reasoning:
+                    self._append(RecordType.AGENT, event="reasoning", content=reasoning)
             case ev.ToolStarted():
                 self._append(RecordType.TOOL_STARTED, id=event.call_id, digest=event.digest)
-                await self.s.sync()
+                await self._store()  # the intent is stored before the call runs
             case ev.ToolResult(status=status) if status != "approval_required":
                 self._append(
                     RecordType.TOOL_RESULT, id=event.call_id, name=event.name, status=status,

@@ -17,7 +17,8 @@ from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.prompts import PromptConfig
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.resources.conversation import HarnessSettings
-from lestrade.resources.transcript import Transcript
+from lestrade.operator.agent.toolcalls import CallIds
+from lestrade.resources.transcript import RecordType, Transcript
 
 from .budgets import Ledger
 from .harness import MAIN_AGENT, DecisionWatch, Gate
@@ -34,6 +35,10 @@ class HarnessSession:
     settings: HarnessSettings
     watch: DecisionWatch
     subagents: Subagents
+
+    @property
+    def call_ids(self) -> CallIds:
+        return self.subagents.call_ids
 
     def main_tools(self) -> ToolRegistry:
         return self.subagents.registry_for(MAIN_AGENT)
@@ -70,6 +75,7 @@ def start_session(
     ledger: Ledger,
     sync: Callable[[], Awaitable[None]],
     prompt: PromptConfig,
+    progress: Callable[[], None],
 ) -> HarnessSession:
     watch = DecisionWatch(kube, namespace, name)
     hint = (
@@ -80,10 +86,17 @@ def start_session(
         transcript=transcript, projection=projection, settings=settings, watch=watch,
         sync=sync, kubectl_hint=hint,
     )
+    state = transcript.state
+    known = {
+        str(part.get("id"))
+        for record in state.records if record.get("t") == RecordType.MESSAGE
+        for part in (record["message"].get("tool_calls") or [])
+    }
     subagents = Subagents(
         model=model, base=tools, gate=gate, settings=settings, transcript=transcript,
         limits=limits, deadline=deadline, spec=spec, usage=usage, ledger=ledger,
         namespace=namespace, sync=sync, prompt=prompt, tool_timeout=limits.tool_timeout,
+        call_ids=CallIds(known | state.started | set(state.decisions)), progress=progress,
     )
     return HarnessSession(settings, watch, subagents)
 

@@ -83,9 +83,9 @@ class RecordType(StrEnum):
     ANSWER = "answer"
     ERROR = "error"
     AGENT = "agent"
-    """A harness subagent started or ended (`event`: start | end, with agentId, parentId,
-    depth). Records a subagent writes carry the same three fields; its messages are its own
-    history, never the main agent's."""
+    """Harness sessions: a subagent started or ended (`event`: start | end, with agentId,
+    parentId, depth), or a model's reasoning (`event`: reasoning). Records a subagent writes
+    carry the same three fields; its messages are its own history, never the main agent's."""
 
 
 def _dumps(value: Any) -> str:

@@ -77,7 +77,7 @@ def answer(http: httpx.Client, session: str, relay: str, **response: Any) -> htt
 
 def test_event_order_fields_and_allowlist_glob(stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe(namespace, "a1", "p-1")]),
+        Step(tool_calls=[probe(namespace, "a1", "p-1")], reasoning="Probe first."),
         Step(content="All good."),
     ]))
     s = stack(scenario_name)
@@ -89,8 +89,11 @@ def test_event_order_fields_and_allowlist_glob(stack: Any, model_server: Any, sc
         })
         events = session.rest()
     assert names(events) == [
-        "connected", "harness_start", "tool_call", "tool_result", "usage", "text", "usage", "harness_end",
+        "connected", "harness_start", "reasoning", "tool_call", "tool_result", "usage", "text", "usage",
+        "harness_end",
     ]
+    reasoning = events.pop(2)[1]
+    assert reasoning["content"] == "Probe first." and reasoning["agentId"] == "main" and reasoning["id"]
     sid = events[0][1]["sessionId"]
     assert events[0][1] == {"type": "connected", "sessionId": sid}
     run = f"{sid}/0"
@@ -240,12 +243,17 @@ def test_subagents_run_concurrently_and_carry_parent_and_depth(
         # Rendezvous: each child waits on its own relay, and both relays are out before either
         # is answered — serial children would never show the second one.
         session.until(lambda seen: len(relays(seen)) == 2)
-        pending = {r["tool"] + ":" + r["params"]["tag"]: r for r in relays(session.seen)}
-        assert set(pending) == {"apply_fix:A", "apply_fix:B"}
+        pending = {r["params"]["tag"]: r for r in relays(session.seen)}
+        assert set(pending) == {"A", "B"} and {r["tool"] for r in pending.values()} == {"apply_fix"}
+        assert (pending["A"]["parentId"], pending["B"]["parentId"]) == ("spawn-a", "spawn-b")
         for relay in pending.values():
-            assert relay["depth"] == 1 and relay["parentId"] in ("spawn-a", "spawn-b")
-            assert relay["agentId"] == f"agent-{relay['parentId']}"
-            assert answer(http, session.id, relay["id"], approved=True).status_code == 200
+            assert relay["depth"] == 1 and relay["agentId"] == f"agent-{relay['parentId']}"
+        # A relay pauses only its own agent: B runs to its end while A still waits.
+        assert answer(http, session.id, pending["B"]["id"], approved=True).status_code == 200
+        session.until(lambda seen: any(n == "harness_end" and d["agentId"] == "agent-spawn-b" for n, d in seen))
+        assert not any(n == "harness_end" and d["agentId"] == "agent-spawn-a" for n, d in session.seen)
+        assert count_effects(api_client, namespace, EFFECT_LABEL, "A") == 0
+        assert answer(http, session.id, pending["A"]["id"], approved=True).status_code == 200
         events = session.rest()
     starts = [d for n, d in events if n == "harness_start"]
     assert [(d["agentId"], d.get("parentId"), d["depth"]) for d in starts][0] == ("main", None, 0)

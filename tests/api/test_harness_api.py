@@ -350,3 +350,41 @@ def test_bad_requests_and_unknown_ids(stack: Any, model_server: Any, scenario_na
             session = json.loads(first.data)["sessionId"]
         unknown = answer(http, session, "no-such-relay", approved=True)
         assert (unknown.status_code, unknown.json()) == (404, {"error": "Relay not found"})
+
+
+def test_sessions_and_relays_are_written_as_the_caller(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any
+) -> None:
+    from lestrade.testing.rbac import grant_lestrade_role as grant
+
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[fix(namespace, "auth", "f-1")]), Step(content="Fixed."),
+    ]))
+    gate = ("investigations", ["create"])  # what every API call needs (auth.py)
+    grant(api_client, namespace, "asker", [gate, ("conversations", ["create", "get"])])
+    grant(api_client, namespace, "approver", [gate, ("conversations", ["get", "patch"])])
+    s = stack(scenario_name, auth=True)
+    asker = {"Authorization": f"Bearer {cluster.token_for(namespace, 'asker')}"}
+    approver = {"Authorization": f"Bearer {cluster.token_for(namespace, 'approver')}"}
+    body = {"model": scenario_name, "messages": [{"role": "user", "content": "Fix."}]}
+    with s.client() as http:
+        assert http.post("/chat", json=body).status_code == 401
+        for headers in (asker, approver):
+            wait_until("RBAC to allow", lambda h=headers: http.get("/api/model", headers=h).status_code == 200, 30)
+        refused = http.post("/chat", headers=approver, json=body)
+        assert refused.status_code == 403
+        assert f"system:serviceaccount:{namespace}:approver may not create conversations" in refused.json()["error"]
+        http.headers.update(asker)
+        session = Session(http, body)
+        session.until(lambda seen: relays(seen))
+        conv = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            "lestrade.dev", "v1alpha1", namespace, "conversations", session.id)
+        assert conv["metadata"]["annotations"]["lestrade.dev/requested-by"] == f"system:serviceaccount:{namespace}:asker"
+        with s.client() as other:
+            denied = other.post("/chat/relay/f-1", headers=asker, json={"sessionId": session.id, "response": {"approved": True}})
+            assert denied.status_code == 403 and "may not patch conversations" in denied.json()["error"]
+            assert count_effects(api_client, namespace, EFFECT_LABEL, "auth") == 0
+            ok = other.post("/chat/relay/f-1", headers=approver, json={"sessionId": session.id, "response": {"approved": True}})
+            assert ok.json() == {"success": True}
+        events = session.rest()
+    assert events[-1][0] == "harness_end" and count_effects(api_client, namespace, EFFECT_LABEL, "auth") == 1

@@ -30,7 +30,7 @@ from typing import Any
 
 from lestrade.resources.transcript import RecordType, TranscriptState
 
-__all__ = ["HarnessEvent", "MAIN_AGENT_ID", "harness_events", "END_EVENTS", "run_id"]
+__all__ = ["HarnessEvent", "MAIN_AGENT_ID", "harness_events", "END_EVENTS", "run_id", "error_event"]
 
 MAIN_AGENT_ID = "main"
 END_EVENTS = frozenset({"harness_end", "error"})
@@ -108,7 +108,7 @@ class _Mapper:
             }
             events: list[tuple[str, dict[str, Any]]] = []
             if record.get("reason") == "error":
-                events.append(("error", {**base, "error": str(record.get("error") or "the subagent failed")}))
+                events.append(("error", _error(base, str(record.get("error") or "the subagent failed"))))
                 events = [("subagent_error", events[0][1])]
             return [*events, ("harness_end", end)]
         if kind == RecordType.MESSAGE:
@@ -154,7 +154,7 @@ class _Mapper:
                     **base, "reason": "max_iterations",
                     "iterations": self.iterations.get(MAIN_AGENT_ID, 0), "usage": dict(self.total),
                 })]
-            return [("error", {**base, "error": str(record.get("message") or record.get("reason") or "error")})]
+            return [("error", _error(base, str(record.get("message") or record.get("reason") or "error")))]
         return []
 
     def _message(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -190,6 +190,12 @@ class _Mapper:
         return out
 
 
+def _error(base: dict[str, Any], message: str) -> dict[str, Any]:
+    """003's error event carries the text as `message` (the reference server serializes the
+    Error so); `error` repeats it for clients written against 003's field table."""
+    return {**base, "message": message, "error": message}
+
+
 def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
@@ -197,6 +203,11 @@ def _arguments(raw: Any) -> Any:
         except json.JSONDecodeError:
             return raw
     return raw
+
+
+def error_event(run: str, message: str) -> dict[str, Any]:
+    """The main agent's `error` event for a failure that never reached the transcript."""
+    return {"type": "error", **_error({"runId": run, "agentId": MAIN_AGENT_ID}, message)}
 
 
 def harness_events(state: TranscriptState, start: int, run: str, max_iterations: int) -> Iterator[HarnessEvent]:

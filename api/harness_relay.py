@@ -81,7 +81,10 @@ async def _try(
     decided = _decided(obj, state, relay_id)
     if decided is not None:
         raise _conflict(relay_id, decided)
-    if relay_id not in ConversationView(obj).pending_ids:
+    view = ConversationView(obj)
+    if relay_id not in view.pending_ids:
+        if view.current_turn is None:  # the session's turn ended (failed, timed out) meanwhile
+            raise HarnessError(409, f"Relay {relay_id} is no longer waiting: the session ended")
         return False  # status has not caught up with the transcript yet
     spec: dict[str, Any] = {"decisions": {relay_id: {
         "approved": answer.approved, **({"reason": answer.reason} if answer.reason else {}),

@@ -24,7 +24,7 @@ __all__ = [
 
 INVALID_JSON = "Invalid JSON body"
 CHAT_REQUIRED = "model and messages are required"
-RELAY_REQUIRED = "sessionId and response.approved are required"
+RELAY_REQUIRED = "sessionId and response are required"
 HISTORY_LIMIT = 12000
 """Characters of earlier messages quoted into the ask."""
 
@@ -136,13 +136,16 @@ def parse_relay(raw: bytes) -> RelayAnswer:
     response = body.get("response") if isinstance(body, dict) else None
     if (
         not isinstance(body, dict) or not isinstance(body.get("sessionId"), str) or not body["sessionId"]
-        or not isinstance(response, dict) or not isinstance(response.get("approved"), bool)
+        or not isinstance(response, dict)
     ):
         raise HarnessError(400, RELAY_REQUIRED)
+    if not isinstance(response.get("approved"), bool):
+        raise HarnessError(400, "response.approved: must be true or false")
     always = response.get("always", False)
     reason = response.get("reason")
     if not isinstance(always, bool):
         raise HarnessError(400, "response.always: must be true or false")
     if reason is not None and (not isinstance(reason, str) or len(reason) > 4096):
         raise HarnessError(400, "response.reason: must be a string of at most 4096 characters")
-    return RelayAnswer(body["sessionId"], response["approved"], always, reason or None)
+    # 003: the reason goes with a denial (ignored when approved).
+    return RelayAnswer(body["sessionId"], response["approved"], always, None if response["approved"] else reason or None)

@@ -28,7 +28,7 @@ from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLUR
 from .auth import authorize, requester_annotations, writer_for
 from .chats import CREATED_BY_LABEL, ENDPOINT_ANNOTATION
 from .follow import ResourceGone, Snapshot
-from .harness_events import harness_events, run_id
+from .harness_events import error_event, harness_events, run_id
 from .harness_relay import resolve_relay
 from .harness_requests import ChatRequest, HarnessError, parse_chat, parse_relay
 from .runs import RunCursor
@@ -85,10 +85,10 @@ def _stream(svc: Services, name: str, max_iterations: int) -> Response:
                             return
                 failure = _turn_failure(snapshot)
                 if failure is not None:  # a failure that never reached the transcript
-                    yield "error", {"type": "error", "runId": run, "agentId": "main", "error": failure}, None
+                    yield "error", error_event(run, failure), None
                     return
         except ResourceGone as exc:
-            yield "error", {"type": "error", "runId": run, "agentId": "main", "error": str(exc)}, None
+            yield "error", error_event(run, str(exc)), None
 
     return sse_response(events(), RunCursor(CONVERSATION_PLURAL, svc.namespace, name, turn=0), keepalive=svc.keepalive)
 

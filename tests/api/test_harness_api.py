@@ -338,8 +338,8 @@ def test_bad_requests_and_unknown_ids(stack: Any, model_server: Any, scenario_na
         assert depth.status_code == 400 and depth.json()["error"].startswith("maxDepth:")
         relay_bad = http.post("/chat/relay/x", content=b"[", headers={"Content-Type": "application/json"})
         assert (relay_bad.status_code, relay_bad.json()) == (400, {"error": "Invalid JSON body"})
-        relay_missing = http.post("/chat/relay/x", json={"sessionId": "s", "response": {}})
-        assert relay_missing.status_code == 400 and "required" in relay_missing.json()["error"]
+        relay_missing = http.post("/chat/relay/x", json={"sessionId": "s"})
+        assert (relay_missing.status_code, relay_missing.json()) == (400, {"error": "sessionId and response are required"})
         nobody = answer(http, "harness-nope", "x", approved=True)
         assert (nobody.status_code, nobody.json()) == (404, {"error": "Session not found"})
         # A real session (created by the API; no operator runs it here) but an unknown relay.
@@ -388,3 +388,13 @@ def test_sessions_and_relays_are_written_as_the_caller(
             assert ok.json() == {"success": True}
         events = session.rest()
     assert events[-1][0] == "harness_end" and count_effects(api_client, namespace, EFFECT_LABEL, "auth") == 1
+
+
+def test_rlm_mode_answers_that_it_is_not_available(stack: Any, model_server: Any, scenario_name: str) -> None:
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="never asked")]))
+    s = stack(scenario_name)
+    with s.client() as http:
+        events = Session(http, {"model": scenario_name, "mode": "rlm", "messages": [{"role": "user", "content": "x"}]}).rest()
+    assert names(events) == ["connected", "harness_start", "error"]
+    assert events[-1][1]["message"] == "rlm mode not available" and events[-1][1]["agentId"] == "main"
+    assert model_server.requests(scenario_name) == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
@@ -52,9 +53,15 @@ def _conflict(relay_id: str, decision: dict[str, Any]) -> HarnessError:
     return HarnessError(409, f"Relay {relay_id} was already decided: {word}{why}")
 
 
+# A Kubernetes object name: anything else (a path, say) is no session of ours.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
 async def resolve_relay(
     follower: Follower, writer: Kube | Acting, namespace: str, relay_id: str, answer: RelayAnswer
 ) -> None:
+    if not _NAME.match(answer.session_id):
+        raise HarnessError(404, SESSION_NOT_FOUND)
     obj = await follower.get(CONVERSATION_PLURAL, namespace, answer.session_id)
     if obj is None or not (obj.get("spec") or {}).get("harness"):
         raise HarnessError(404, SESSION_NOT_FOUND)

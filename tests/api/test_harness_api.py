@@ -340,8 +340,9 @@ def test_bad_requests_and_unknown_ids(stack: Any, model_server: Any, scenario_na
         assert (relay_bad.status_code, relay_bad.json()) == (400, {"error": "Invalid JSON body"})
         relay_missing = http.post("/chat/relay/x", json={"sessionId": "s"})
         assert (relay_missing.status_code, relay_missing.json()) == (400, {"error": "sessionId and response are required"})
-        nobody = answer(http, "harness-nope", "x", approved=True)
-        assert (nobody.status_code, nobody.json()) == (404, {"error": "Session not found"})
+        for session_id in ("harness-nope", "../../../../api/v1/namespaces/default/secrets/x", "Not_A_Name"):
+            nobody = answer(http, session_id, "x", approved=True)
+            assert (nobody.status_code, nobody.json()) == (404, {"error": "Session not found"}), session_id
         # A real session (created by the API; no operator runs it here) but an unknown relay.
         with connect_sse(http, "POST", "/chat", json={
             "model": f"openai/{scenario_name}", "messages": [{"role": "user", "content": "x"}],

@@ -15,7 +15,9 @@ streams the same events. Mapping, record by record from the turn's start:
 - `answer` -> `harness_end` of the main agent (`agent` end -> a subagent's); `reason` is
   `max_iterations` when the agent used all its iterations, else `final`;
 - `error` -> `error` (a run that used all its iterations without answering ends with
-  `harness_end` reason `max_iterations` instead).
+  `harness_end` reason `max_iterations` instead);
+- `agent` emit record -> the event it names (the `rlm` mode's REPL events), with this run's
+  `runId` and `agentId`.
 
 Every event carries `runId` and `agentId`; a subagent's also `parentId` (the spawning tool
 call's id) and `depth`.
@@ -36,6 +38,11 @@ MAIN_AGENT_ID = "main"
 END_EVENTS = frozenset({"harness_end", "error"})
 """Events that end the stream (only the main agent's `harness_end` does)."""
 MAX_STEPS_REASON = "MaxStepsReached"
+_DERIVED = frozenset({
+    "connected", "harness_start", "harness_end", "text", "reasoning", "tool_call", "tool_result",
+    "relay", "usage", "error",
+})
+"""Events made from the records themselves; a recorded `emit` may not fake one of them."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,10 @@ class _Mapper:
                 return [("reasoning", {**base, "id": f"reasoning-{seq}", "content": str(record.get("content") or "")})]
             if record.get("event") == "start":
                 return [("harness_start", {**base, "maxIterations": record.get("maxIterations", self.max_iterations)})]
+            if record.get("event") == "emit":
+                return self._emitted(record, base)
+            if record.get("event") != "end":
+                return []
             end = {
                 **base, "reason": "max_iterations" if record.get("reason") == "max_iterations" else "final",
                 "iterations": int(record.get("iterations") or 0),
@@ -156,6 +167,16 @@ class _Mapper:
                 })]
             return [("error", _error(base, str(record.get("message") or record.get("reason") or "error")))]
         return []
+
+    def _emitted(self, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """An event the operator recorded as it was emitted (the `rlm` mode's REPL events:
+        `repl_input`, `repl_progress`, `repl_output`, ...): passed on with this run's ids,
+        which its own fields cannot override."""
+        name = str(record.get("type") or "")
+        if not name or name in _DERIVED:
+            return []
+        fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+        return [(name, {**{k: v for k, v in fields.items() if k != "type"}, **base})]
 
     def _message(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         message = record.get("message") or {}

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lestrade.config import ModelConfig
+from lestrade.kube import Kube
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.prompts import PromptConfig
 from lestrade.operator.tools.base import ToolRegistry
@@ -46,8 +47,6 @@ class HarnessSession:
     def limits(self, limits: Limits) -> Limits:
         """The main agent's limits: maxIterations model calls; its tools may wait for a relay
         as long as the turn lasts (each tool keeps its own limit inside the gate)."""
-        from dataclasses import replace
-
         return replace(
             limits, max_steps=self.settings.max_iterations,
             tool_timeout=max(1.0, self.subagents.deadline - time.time()),
@@ -60,7 +59,7 @@ class HarnessSession:
 def start_session(
     *,
     settings: HarnessSettings,
-    kube: Any,
+    kube: Kube,
     namespace: str,
     name: str,
     short_name: str,

@@ -84,8 +84,10 @@ class RecordType(StrEnum):
     ERROR = "error"
     AGENT = "agent"
     """Harness sessions: a subagent started or ended (`event`: start | end, with agentId,
-    parentId, depth), or a model's reasoning (`event`: reasoning). Records a subagent writes
-    carry the same three fields; its messages are its own history, never the main agent's."""
+    parentId, depth), a model's reasoning (`event`: reasoning), or an event recorded as it was
+    emitted (`event`: emit, `type`, `fields`; the rlm mode's REPL events). Records a subagent
+    writes carry the same three fields; its messages are its own history, never the main
+    agent's."""
 
 
 def _dumps(value: Any) -> str:

@@ -60,6 +60,19 @@ def test_a_run_that_used_its_iterations_without_answering_ends_with_max_iteratio
                                          "usage": {"inputTokens": 0, "outputTokens": 0}})
 
 
+def test_emitted_events_pass_through_with_the_runs_ids_and_cannot_fake_derived_ones() -> None:
+    found = events(
+        {"t": "turn", "index": 0},
+        {"t": "agent", "event": "emit", "type": "repl_input", "fields": {"id": "r1", "code": "print(1)", "runId": "forged", "type": "text"}},
+        {"t": "agent", "event": "emit", "type": "harness_end", "fields": {"reason": "final"}},
+        {"t": "agent", "event": "emit", "type": "repl_output", "fields": {"id": "r1", "stdout": "1"}, **CHILD},
+    )
+    assert found[1:] == [
+        ("repl_input", {"type": "repl_input", "id": "r1", "code": "print(1)", "runId": "s/0", "agentId": "main"}),
+        ("repl_output", {"type": "repl_output", "id": "r1", "stdout": "1", "runId": "s/0", **CHILD}),
+    ]
+
+
 def test_the_next_turns_records_are_not_this_runs() -> None:
     found = events({"t": "turn", "index": 0}, {"t": "answer", "text": "a"}, {"t": "turn", "index": 1},
                    {"t": "error", "reason": "X", "message": "later"})

@@ -3,9 +3,12 @@ and POST /chat/relay. End to end: test_harness_api.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lestrade.config import ModelConfig, ModelList
 from lestrade.api.harness_events import harness_events
@@ -134,3 +137,27 @@ def test_bad_relay_bodies(body: bytes, message: str) -> None:
 def test_a_reason_goes_with_a_denial_only() -> None:
     assert parse_relay(b'{"sessionId": "s", "response": {"approved": false, "reason": "no"}}').reason == "no"
     assert parse_relay(b'{"sessionId": "s", "response": {"approved": true, "reason": "ok"}}').reason is None
+
+
+
+KEYS = st.sampled_from([
+    "model", "messages", "role", "content", "permissions", "allowlist", "allowOnce", "deny", "tool", "params",
+    "toolCallId", "mode", "maxIterations", "maxDepth", "systemPrompt", "sessionId", "response", "approved",
+    "always", "reason", "text", "type", "fast", "user",
+])
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12) | st.sampled_from(["fast", "user", "agent"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=6),
+    max_leaves=24,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_any_json_is_a_request_or_a_400_naming_why(value: Any) -> None:
+    raw = json.dumps(value).encode()
+    for parse in (lambda: parse_chat(raw, MODELS), lambda: parse_relay(raw)):
+        try:
+            parse()
+        except HarnessError as exc:
+            assert exc.status == 400 and exc.message

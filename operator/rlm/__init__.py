@@ -5,6 +5,11 @@ confined by Landlock, seccomp and rlimits (sandbox.py, which says why not WebAss
 """
 
 from lestrade.operator.rlm.contract import DepthExceeded, RlmOutcome, RlmReply, ToolDenied, ToolSpec
+from lestrade.operator.rlm.loop import RlmHooks, run_rlm
+from lestrade.operator.rlm.repl import ExecResult, Repl
 from lestrade.operator.rlm.sandbox import SandboxLimits, SandboxUnavailable
 
-__all__ = ["ToolDenied", "DepthExceeded", "RlmReply", "RlmOutcome", "SandboxLimits", "SandboxUnavailable", "ToolSpec"]
+__all__ = [
+    "ToolDenied", "DepthExceeded", "RlmReply", "RlmOutcome", "SandboxLimits", "SandboxUnavailable", "ToolSpec",
+    "RlmHooks", "run_rlm", "Repl", "ExecResult",
+]

@@ -46,6 +46,7 @@ _OUT = os.dup(1)
 os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
 os.dup2(2, 1)  # raw writes to fd 1 join stderr, which the operator drains and drops
 _MAX_OUTPUT = int(sys.argv[3])
+_MAX_FINAL = 200_000  # characters of a final_answer(...): the operator caps a frame at a few MB
 
 
 def _read_exactly(n):
@@ -169,9 +170,11 @@ def _run(block, code, namespace):
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     final = _final.pop() if _final else None
     _final.clear()
+    cut = bool(error and len(error) > _MAX_OUTPUT) or bool(final and len(final) > _MAX_FINAL)
     return {
-        "type": "result", "stdout": out.value(), "stderr": err.value(), "error": error,
-        "final": final, "truncated": bool(out.dropped or err.dropped),
+        "type": "result", "stdout": out.value(), "stderr": err.value(),
+        "error": error and error[-_MAX_OUTPUT:], "final": final and final[:_MAX_FINAL],
+        "truncated": bool(out.dropped or err.dropped or cut),
     }
 
 

@@ -193,7 +193,7 @@ class Repl:
         truncated = reply.truncated or len(reply.stdout) > cap or len(reply.stderr) > cap or len(reply.error or "") > cap
         return ExecResult(
             stdout=reply.stdout[:cap], stderr=reply.stderr[:cap],
-            error=None if reply.error is None else reply.error[:cap],
+            error=None if reply.error is None else reply.error[-cap:],  # the exception is last
             final=None if reply.final is None else reply.final[: self.limits.max_message // 4],
             truncated=truncated, seconds=seconds, calls=calls,
         )

@@ -49,10 +49,13 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> dict[str, 
     (length,) = struct.unpack(">I", await reader.readexactly(4))
     if length > max_bytes:
         raise ProtocolError(f"a message of {length} bytes (the limit is {max_bytes})")
+    data = await reader.readexactly(length)
     try:
-        message = json.loads(await reader.readexactly(length))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"a message that is not JSON: {exc}") from None
+        message = json.loads(data)
+        # lone surrogates (legal as JSON escapes) would fail when the text is sent on as UTF-8
+        message = json.loads(json.dumps(message, ensure_ascii=False).encode("utf-8", "replace"))
+    except (ValueError, RecursionError) as exc:  # not JSON, nested too deep, a 5,000-digit number
+        raise ProtocolError(f"a message that is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message that is not a JSON object")
     return message

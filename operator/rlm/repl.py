@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import keyword
 import os
 import shutil
 import signal
@@ -35,6 +36,7 @@ __all__ = ["Repl", "ExecResult", "OnCall", "LLM_QUERY"]
 OnCall = Callable[[str, dict[str, Any]], Awaitable[str]]
 LLM_QUERY = "llm_query"
 _CHILD_SOURCE = (Path(__file__).with_name("child.py")).read_text()
+_RESERVED = {"final_answer", "ToolDenied", "DepthExceeded", "ToolError"}  # the REPL's own names
 _STDERR_KEEP = 8_000  # bytes of the REPL's raw stderr kept for a crash report
 _ERROR_MAX = 2_000
 
@@ -71,15 +73,16 @@ class Repl:
         self._functions = [{"name": LLM_QUERY, "params": ["prompt"], "doc": "Ask a model; returns its answer."}]
         self._functions += [{"name": s.name, "params": s.param_names, "doc": s.description} for s in specs]
         names = [f["name"] for f in self._functions]
-        bad = [n for n in names if not n.isidentifier() or names.count(n) > 1]
+        bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in _RESERVED or names.count(n) > 1]
         if bad:
-            raise ValueError(f"functions: {bad[0]!r} is not a unique Python identifier")
+            raise ValueError(f"functions: {bad[0]!r} is not a unique Python identifier the REPL can offer")
         self._names = set(names)
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr = bytearray()
         self._stderr_task: asyncio.Task[None] | None = None
         self._workdir: str | None = None
         self._exec_id = 0
+        self._killed = False
         self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> Repl:
@@ -91,7 +94,8 @@ class Repl:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.returncode is None else None
+        alive = self._proc is not None and self._proc.returncode is None and not self._killed
+        return self._proc.pid if alive and self._proc is not None else None
 
     async def start(self) -> None:
         """Starts the confined interpreter and waits until it is confined and listening.
@@ -99,6 +103,7 @@ class Repl:
         sandbox = repl_sandbox()
         self._workdir = self._workdir or tempfile.mkdtemp(prefix="lestrade-rlm-")
         self._stderr = bytearray()
+        self._killed = False
         self._proc = await asyncio.create_subprocess_exec(
             sandbox.executable, "-I", "-S", "-B", "-c", _CHILD_SOURCE,
             sandbox.after_start.bpf.hex(), json.dumps(self._functions), str(self.limits.max_output),
@@ -119,6 +124,7 @@ class Repl:
     async def execute(self, code: str, on_call: OnCall) -> ExecResult:
         async with self._lock:
             if self.pid is None:
+                await self._end()  # reaps a REPL killed by a cancelled block
                 await self.start()
             return await self._execute(code, on_call)
 
@@ -165,6 +171,9 @@ class Repl:
         except (asyncio.IncompleteReadError, ConnectionError):
             await self._end()
             reason = self._death()
+        except BaseException:  # cancelled mid-block: the REPL may be waiting on a reply forever
+            self._kill()
+            raise
         await self._end()
         return ExecResult("", "", f"{reason}; the REPL was ended", None, False, own_time(), calls, ended=True)
 
@@ -218,13 +227,17 @@ class Repl:
             if len(self._stderr) < _STDERR_KEEP:
                 self._stderr += chunk[: _STDERR_KEEP - len(self._stderr)]
 
+    def _kill(self) -> None:
+        self._killed = True
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)  # its own session: the group id is its pid
+
     async def _end(self) -> None:
+        self._kill()
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group id is its pid
         if proc.stdin is not None:
             proc.stdin.close()
         await proc.wait()

@@ -97,6 +97,29 @@ def test_function_names_must_be_identifiers() -> None:
         Repl(functions=[ToolSpec("kubectl-get")])
     with pytest.raises(ValueError, match="'llm_query'"):
         Repl(functions=[ToolSpec("llm_query")])
+    for name in ("class", "final_answer"):
+        with pytest.raises(ValueError, match=repr(name)):
+            Repl(functions=[ToolSpec(name)])
+
+
+async def test_a_cancelled_block_ends_the_repl() -> None:
+    entered = asyncio.Event()
+
+    async def never(name: str, args: dict) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return ""
+
+    async with Repl() as repl:
+        pid = repl.pid
+        task = asyncio.ensure_future(repl.execute("llm_query('hang')", never))
+        await asyncio.wait_for(entered.wait(), 20)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        after = await repl.execute("print('fresh')", Calls())
+        assert repl.pid != pid
+    assert after.stdout == "fresh\n"
 
 
 async def test_refuses_to_run_without_landlock(monkeypatch) -> None:

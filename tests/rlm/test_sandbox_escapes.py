@@ -322,6 +322,23 @@ async def test_a_forged_frame_ends_the_repl_and_unknown_functions_are_refused() 
     assert garbage.ended and "not JSON" in (garbage.error or ""), garbage
 
 
+async def test_hostile_frames_cannot_crash_the_operator() -> None:
+    frames = {
+        "nesting": "'[' * 100_000 + ']' * 100_000",
+        "big number": "'{\"type\": \"call\", \"name\": \"llm_query\", \"args\": {\"prompt\": ' + '9' * 100_000 + '}}'",
+        "wrong shape": "'{\"type\": \"call\", \"name\": \"llm_query\", \"args\": [1]}'",
+        "unknown type": "'{\"type\": \"shell\", \"command\": \"id\"}'",
+    }
+    async with Repl() as repl:
+        for name, payload in frames.items():
+            code = f"import __main__, os, struct, time\ndata = ({payload}).encode()\nos.write(__main__._OUT, struct.pack('>I', len(data)) + data)\ntime.sleep(30)"
+            result = await repl.execute(code, Calls())
+            assert result.ended and "broke the protocol" in (result.error or ""), (name, result)
+        odd = await repl.execute("print('\\ud800 lone surrogate')", Calls())
+    assert odd.stdout == "? lone surrogate\n"
+    odd.text().encode("utf-8")  # what the harness sends on is valid UTF-8
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

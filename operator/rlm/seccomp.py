@@ -4,7 +4,10 @@ Built in the operator with libseccomp (through `pyseccomp`, a ctypes binding: no
 Debian's apt depends on libseccomp2, so every Debian-based image has the library). libseccomp
 rather than a hand-written BPF program because it resolves system-call names per architecture
 and adds the architecture checks a hand-written filter tends to get wrong (on x86_64: i386
-calls through `int 0x80` and x32 calls, whose numbers differ, are killed).
+calls through `int 0x80` and x32 calls, whose numbers differ, are killed). `pyseccomp` has had
+one release (2021) but is a thin (500-line) ctypes layer with the API of libseccomp's official
+bindings, which are not on PyPI; only `SyscallFilter`, `add_rule`, `export_bpf` and
+`resolve_syscall` are used, so replacing it is mechanical.
 
 The filter is compiled to raw BPF once, in the operator; installing it is then a single
 `prctl(PR_SET_SECCOMP)`, which is safe between fork and exec in a threaded process. Denied calls

@@ -32,6 +32,8 @@ async def test_cannot_read_the_operators_credentials(tmp_path: Path) -> None:
     files = {name: tmp_path / name for name in ("token", "kubeconfig", "models.yaml")}
     for path in files.values():
         path.write_text(f"{SECRET}\n")
+    # the operator's home (kubeconfigs), mounted secrets, other processes' files, its working folder
+    folders = [os.path.expanduser("~"), str(tmp_path), "/var/run", "/etc", "/tmp", "."]
     code = _code(f"""
         results = {{}}
         for path in {json.dumps([str(p) for p in files.values()])}:
@@ -39,12 +41,17 @@ async def test_cannot_read_the_operators_credentials(tmp_path: Path) -> None:
                 results[path] = open(path).read()
             except OSError as exc:
                 results[path] = type(exc).__name__
+        for folder in {json.dumps(folders)}:
+            try:
+                results[folder] = os.listdir(folder)
+            except OSError as exc:
+                results[folder] = type(exc).__name__
         print(results)
     """)
-    result = await run_code(code)
+    result = await run_code("import os\n" + code)
     assert result.error is None, result.error
     assert SECRET not in result.stdout
-    assert result.stdout.count("PermissionError") == 3, result.stdout
+    assert result.stdout.count("PermissionError") == 3 + 6, result.stdout
 
 
 async def test_cannot_read_process_environments_or_memory() -> None:

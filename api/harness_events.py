@@ -16,8 +16,8 @@ streams the same events. Mapping, record by record from the turn's start:
   `max_iterations` when the agent used all its iterations, else `final`;
 - `error` -> `error` (a run that used all its iterations without answering ends with
   `harness_end` reason `max_iterations` instead);
-- `agent` emit record -> the event it names (the `rlm` mode's REPL events), with this run's
-  `runId` and `agentId`.
+- `agent` emit record -> the event it names (the `rlm` mode's loop: `text`, `reasoning`,
+  `tool_call`, `tool_result`), with this run's `runId` and `agentId`.
 
 Every event carries `runId` and `agentId`; a subagent's also `parentId` (the spawning tool
 call's id) and `depth`.
@@ -38,11 +38,9 @@ MAIN_AGENT_ID = "main"
 END_EVENTS = frozenset({"harness_end", "error"})
 """Events that end the stream (only the main agent's `harness_end` does)."""
 MAX_STEPS_REASON = "MaxStepsReached"
-_DERIVED = frozenset({
-    "connected", "harness_start", "harness_end", "text", "reasoning", "tool_call", "tool_result",
-    "relay", "usage", "error",
-})
-"""Events made from the records themselves; a recorded `emit` may not fake one of them."""
+_DERIVED = frozenset({"connected", "harness_start", "harness_end", "relay", "error", "usage"})
+"""Events made from the records themselves (session start and end, relays, failures, token
+counts); a recorded `emit` may not stand in for one of them."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ class _Mapper:
             if record.get("event") == "start":
                 return [("harness_start", {**base, "maxIterations": record.get("maxIterations", self.max_iterations)})]
             if record.get("event") == "emit":
-                return self._emitted(record, base)
+                return self._emitted(seq, record, base)
             if record.get("event") != "end":
                 return []
             end = {
@@ -155,10 +153,10 @@ class _Mapper:
             return [("usage", {**base, **usage})]
         if kind == RecordType.ANSWER:
             iterations = self.iterations.get(MAIN_AGENT_ID, 0)
-            return [("harness_end", {
-                **base, "reason": "max_iterations" if iterations >= self.max_iterations else "final",
-                "iterations": iterations, "usage": dict(self.total),
-            })]
+            reason = "max_iterations" if iterations >= self.max_iterations else "final"
+            if record.get("reason") in ("final", "max_iterations"):  # the rlm loop says itself
+                reason, iterations = record["reason"], int(record.get("iterations") or 0)
+            return [("harness_end", {**base, "reason": reason, "iterations": iterations, "usage": dict(self.total)})]
         if kind == RecordType.ERROR:
             if record.get("reason") == MAX_STEPS_REASON:
                 return [("harness_end", {
@@ -168,15 +166,21 @@ class _Mapper:
             return [("error", _error(base, str(record.get("message") or record.get("reason") or "error")))]
         return []
 
-    def _emitted(self, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """An event the operator recorded as it was emitted (the `rlm` mode's REPL events:
-        `repl_input`, `repl_progress`, `repl_output`, ...): passed on with this run's ids,
-        which its own fields cannot override."""
+    def _emitted(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """An event the operator recorded as it was emitted (the `rlm` mode's loop: `text`,
+        `reasoning`, `tool_call`/`tool_result` of its REPL blocks and of the tools the code
+        calls): passed on with this run's ids, which its own fields cannot override; `text` and
+        `reasoning` get an `id` when they have none."""
         name = str(record.get("type") or "")
         if not name or name in _DERIVED:
             return []
         fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
-        return [(name, {**{k: v for k, v in fields.items() if k != "type"}, **base})]
+        if name == "tool_call" and isinstance(fields.get("id"), str):
+            self.names[fields["id"]] = str(fields.get("name") or "")
+        event = {k: v for k, v in fields.items() if k != "type"}
+        if name in ("text", "reasoning"):
+            event.setdefault("id", f"{name}-{seq}")
+        return [(name, {**event, **base})]
 
     def _message(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         message = record.get("message") or {}

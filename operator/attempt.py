@@ -36,6 +36,8 @@ from lestrade.operator.agent import events as ev
 from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
+from lestrade.operator.agent.model import ModelCallError
+from lestrade.operator.rlm import SandboxUnavailable
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
 from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
 from lestrade.operator.tools.base import ToolRegistry
@@ -50,7 +52,8 @@ from . import metrics
 from .budgets import BUDGET_STOPS, run_budget_passed
 from .context_window import limits_for
 from .engine import Engine
-from .harness_session import HarnessSession, rlm_session, start_session
+from .harness_rlm import RlmStopped, run_rlm_session
+from .harness_session import HarnessSession, start_session
 from .projection import ConversationProjection, Projection, projection_for
 from .recorder import EventRecorder
 from .scopes import decide_scope, load_policy
@@ -203,13 +206,13 @@ class _Attempt:
         started_calls = self._started()  # before this attempt's decisions are recorded
         decisions = self._take_decisions()
         self._announce(model, start_time, started is not None)
-        if self.harness is not None and self.harness.settings.mode == "rlm":
-            return await self._fail("RlmUnavailable", rlm_session())
         messages = state.working_messages()
         try:
             async with asyncio.timeout_at(
                 asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0
             ):
+                if self.harness is not None and self.harness.settings.mode == "rlm":
+                    return await self._rlm(messages)
                 return await self._drive(agent, messages, decisions, started_calls)
         except TimeoutError:
             return await self._fail("Timeout", self._timeout_message())
@@ -294,6 +297,32 @@ class _Attempt:
             response_format=_response_format(spec.response_format) if conversation else None,
             call_ids=self.harness.call_ids if self.harness is not None else None,
         )
+
+    async def _rlm(self, messages: list[dict[str, Any]]) -> Outcome:
+        """A harness session in `rlm` mode (`harness_rlm.py`): the question (and the session's
+        system-prompt addition) go to the rlm loop; its answer ends the turn."""
+        assert self.harness is not None
+        recorded = [r for r in self.state.since(self.projection.since) if r.get("t") == RecordType.ANSWER]
+        if recorded:  # answered before a restart: finish from the stored answer
+            return await self._done(ev.Answer(text=str(recorded[-1].get("text") or "")))
+        spec = self.view.spec
+        asked = [m for m in messages if m.get("role") != "system"]
+        if spec is not None and spec.system_prompt:
+            asked = [{"role": "system", "content": spec.system_prompt}, *asked]
+        try:
+            outcome = await run_rlm_session(self.harness.subagents, asked)
+        except RlmStopped as exc:
+            BUDGET_STOPS.labels(self.view.kind, exc.reason).inc()
+            return await self._fail(exc.reason, exc.message)
+        except SandboxUnavailable as exc:
+            return await self._fail("SandboxUnavailable", f"rlm mode needs a sandbox this node cannot give: {exc}")
+        except ModelCallError as exc:
+            return await self._fail(exc.reason, exc.message)
+        self.transcript.append(
+            RecordType.ANSWER, text=outcome.answer, sections=None, at=now_iso(),
+            reason=outcome.reason, iterations=outcome.iterations,
+        )
+        return await self._done(ev.Answer(text=outcome.answer))
 
     def _harness_progress(self) -> None:
         """Status follows a subagent's stored records (the API reads them when it changes)."""

@@ -2,7 +2,8 @@
 
 `start_session` builds what the attempt needs: the gated tools of the main agent (with the
 `agent` tool for subagents, `harness_agents.py`), the limits (`maxIterations` model calls),
-and the watch that relays wait on. `rlm_session` is the one place the `rlm` mode is started.
+and the watch that relays wait on. The `rlm` mode's loop gets the same pieces
+(`harness_rlm.py`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from .harness import MAIN_AGENT, DecisionWatch, Gate
 from .harness_agents import Subagents
 from .projection import ConversationProjection
 
-__all__ = ["HarnessSession", "start_session", "rlm_session", "RLM_UNAVAILABLE"]
-
-RLM_UNAVAILABLE = "rlm mode not available"
+__all__ = ["HarnessSession", "start_session"]
 
 
 @dataclass
@@ -99,8 +98,3 @@ def start_session(
     )
     return HarnessSession(settings, watch, subagents)
 
-
-def rlm_session() -> str:
-    """Runs a session in `rlm` mode; today: why it cannot (the sandboxed REPL is built in
-    `lestrade.operator.rlm`, not merged yet). Returns the error the turn fails with."""
-    return RLM_UNAVAILABLE

@@ -391,11 +391,48 @@ def test_sessions_and_relays_are_written_as_the_caller(
     assert events[-1][0] == "harness_end" and count_effects(api_client, namespace, EFFECT_LABEL, "auth") == 1
 
 
-def test_rlm_mode_answers_that_it_is_not_available(stack: Any, model_server: Any, scenario_name: str) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="never asked")]))
+
+def test_an_rlm_session_computes_over_tool_output_under_the_same_rules(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
+) -> None:
+    code = (
+        "Let me look.\n```python\n"
+        f"out = slow_probe(namespace={namespace!r}, tag='rlm')\n"
+        "print(out.upper(), len(out))\n"
+        "try:\n"
+        f"    apply_fix(namespace={namespace!r}, tag='rlm')\n"
+        "except ToolDenied as exc:\n"
+        "    print('refused:', exc)\n"
+        "```"
+    )
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(content=code), Step(content="The probe is fine; the fix was refused."),
+    ]))
     s = stack(scenario_name)
     with s.client() as http:
-        events = Session(http, {"model": scenario_name, "mode": "rlm", "messages": [{"role": "user", "content": "x"}]}).rest()
-    assert names(events) == ["connected", "harness_start", "error"]
-    assert events[-1][1]["message"] == "rlm mode not available" and events[-1][1]["agentId"] == "main"
-    assert model_server.requests(scenario_name) == []
+        session = Session(http, {
+            "model": scenario_name, "mode": "rlm", "maxIterations": 3,
+            "messages": [{"role": "user", "content": "Probe it, then try the fix."}],
+            "permissions": {"allowlist": [{"tool": "slow_probe"}]},
+        })
+        session.until(lambda seen: relays(seen))
+        [relay] = relays(session.seen)
+        assert relay["tool"] == "apply_fix" and relay["agentId"] == "main"
+        assert answer(http, session.id, relay["id"], approved=False, reason="not today").json() == {"success": True}
+        events = session.rest()
+    assert names(events) == [
+        "connected", "harness_start", "usage", "text", "tool_call", "tool_call", "tool_result", "tool_call",
+        "relay", "tool_result", "tool_result", "usage", "text", "harness_end",
+    ]
+    calls = [d for n, d in events if n == "tool_call"]
+    assert [c["name"] for c in calls] == ["repl", "slow_probe", "apply_fix"]
+    assert calls[1]["input"] == {"namespace": namespace, "tag": "rlm"}
+    results = {d["id"]: d["output"] for n, d in events if n == "tool_result"}
+    assert results[calls[1]["id"]] == "probe rlm: all good"
+    assert results[calls[2]["id"]] == {"status": "denied", "reason": "not today"}
+    # The code computed over the tool's output, and caught the refusal.
+    assert results[calls[0]["id"]].strip().splitlines() == ["PROBE RLM: ALL GOOD 19", "refused: not today"]
+    assert events[-1][1]["reason"] == "final" and events[-1][1]["iterations"] == 2
+    assert all(d["runId"] == f"{session.id}/0" and d["agentId"] == "main" for _, d in events[1:])
+    assert count_effects(api_client, namespace, PROBE_LABEL, "rlm") == 1
+    assert count_effects(api_client, namespace, EFFECT_LABEL, "rlm") == 0

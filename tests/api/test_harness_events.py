@@ -68,6 +68,7 @@ def test_emitted_events_pass_through_with_the_runs_ids_and_cannot_fake_derived_o
         {"t": "turn", "index": 0},
         {"t": "agent", "event": "emit", "type": "repl_input", "fields": {"id": "r1", "code": "print(1)", "runId": "forged", "type": "text"}},
         {"t": "agent", "event": "emit", "type": "harness_end", "fields": {"reason": "final"}},
+        {"t": "agent", "event": "emit", "type": "relay", "fields": {"id": "x"}},
         {"t": "agent", "event": "emit", "type": "repl_output", "fields": {"id": "r1", "stdout": "1"}, **CHILD},
     )
     assert found[1:] == [

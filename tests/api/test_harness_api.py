@@ -436,3 +436,33 @@ def test_an_rlm_session_computes_over_tool_output_under_the_same_rules(
     assert all(d["runId"] == f"{session.id}/0" and d["agentId"] == "main" for _, d in events[1:])
     assert count_effects(api_client, namespace, PROBE_LABEL, "rlm") == 1
     assert count_effects(api_client, namespace, EFFECT_LABEL, "rlm") == 0
+
+
+def test_rlm_llm_query_is_a_model_call_bounded_by_max_depth(stack: Any, model_server: Any, scenario_name: str) -> None:
+    code = (
+        "```python\n"
+        "try:\n"
+        "    print('sub:', llm_query('SUMMARIZE-ME please'))\n"
+        "except DepthExceeded as exc:\n"
+        "    print('no deeper:', exc)\n"
+        "```"
+    )
+    model_server.add_scenario(Scenario(
+        name=scenario_name,
+        steps=[Step(content=code), Step(content="done")],
+        rules=[{"when": {"last_user_contains": "SUMMARIZE-ME"}, "respond": {"content": "a short summary"}}],
+    ))
+    s = stack(scenario_name)
+    outputs = {}
+    with s.client() as http:
+        for depth in (1, 0):
+            events = Session(http, {
+                "model": scenario_name, "mode": "rlm", "maxDepth": depth,
+                "messages": [{"role": "user", "content": "Summarize."}],
+            }).rest()
+            assert events[-1][0] == "harness_end" and events[-1][1]["reason"] == "final"
+            [repl] = [d for n, d in events if n == "tool_result"]
+            outputs[depth] = repl["output"].strip()
+            assert names(events).count("usage") == (3 if depth else 2)  # llm_query is a model call too
+    assert outputs[1] == "sub: a short summary"
+    assert outputs[0] == "no deeper: llm_query is not available at depth 1 (maxDepth 0)"

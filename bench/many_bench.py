@@ -268,7 +268,9 @@ def main() -> int:
             gone = wait_gone(api, namespace, "ttl", limit=300)
             print(f"  TTL: {args.ttl_count} finished with ttlSecondsAfterFinished={ttl} and a transcript each: "
                   f"all gone, transcripts included, {gone:.1f} s after the last was created")
-            print(f"  operator RSS after that {rss_kib(pid) / 1024:.0f} MiB, API {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB")
+            print(f"  RSS after that: operator {rss_kib(pid) / 1024:.0f} MiB (it began to run some of them before "
+                  f"they were marked finished, so litellm is imported: ~+150 MiB, see burst_bench), "
+                  f"API {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB")
         finally:
             proc.terminate()
             if api_proc is not None:

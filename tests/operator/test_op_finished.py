@@ -119,3 +119,23 @@ def test_a_run_stops_when_someone_else_finishes_its_investigation(
     final = wait_inv(api_client, namespace, "overtaken", phase_is("Failed"))
     assert final["status"]["message"] == "finished elsewhere"
     assert len(model_server.requests(scenario_name)) == 1  # the model was not asked again
+
+
+async def test_deletion_marks_of_finished_investigations_do_not_pile_up(monkeypatch: Any) -> None:
+    """Every finished Investigation leaves the watch as DELETED, mostly after its daemon ended:
+    its mark must not stay forever (10,000 runs, 10,000 marks), while a daemon that was about
+    to start still sees it."""
+    import asyncio
+
+    from lestrade.operator import supervisor
+
+    monkeypatch.setattr(supervisor, "GONE_MEMORY", 0.05)
+    feeds = supervisor.Feeds()
+    starting = feeds.gone("starting")  # a daemon about to run took its event already
+    feeds.deleted("starting")
+    feeds.deleted("ended")  # its daemon is long gone
+    assert starting.is_set() and feeds.gone("ended").is_set()
+    async with asyncio.timeout(10):
+        while feeds.gone("ended").is_set():  # polls the condition; no fixed wait
+            await asyncio.sleep(0.01)
+    assert starting.is_set()

@@ -69,15 +69,18 @@ class TtlReaper:
         )
         self._timers[uid] = (expiry, handle)
 
-    async def follow(self, namespaces: Sequence[str] = ()) -> None:
+    async def follow(self, namespaces: Sequence[str] = (), *, selective: bool = True) -> None:
         """Keeps the timers of every finished Investigation with a TTL (in `namespaces`, or all
-        namespaces) until cancelled: one list-then-watch per selector and namespace."""
+        namespaces) until cancelled: one list-then-watch per selector and namespace. Without
+        `selective` (an older CRD that cannot select by phase) it watches every Investigation
+        and keeps only the timers (`consider` skips the rest)."""
+        selectors = FINISHED_WITH_TTL_SELECTORS if selective else ("",)
         paths = [investigation_path(ns) for ns in namespaces] or [
             resource_path(INVESTIGATION_PLURAL, None)
         ]
         tasks = [
             asyncio.create_task(self._follow(path, selector), name=f"ttl watch {path}")
-            for path in paths for selector in FINISHED_WITH_TTL_SELECTORS
+            for path in paths for selector in selectors
         ]
         try:
             await asyncio.gather(*tasks)
@@ -99,7 +102,7 @@ class TtlReaper:
 
     async def _list(self, path: str, selector: str) -> str:
         """Arms the timers of what is there now (page by page); the list's resourceVersion."""
-        query: dict[str, Any] = {"fieldSelector": selector, "limit": LIST_CHUNK}
+        query: dict[str, Any] = {"limit": LIST_CHUNK, **({"fieldSelector": selector} if selector else {})}
         while True:
             page = await self._kube.get(path, **query)
             for item in page.get("items") or []:
@@ -111,7 +114,8 @@ class TtlReaper:
 
     async def _watch(self, path: str, selector: str, version: str) -> None:
         while True:  # each watch ends after the server's timeout; resume from the last version
-            async for event in self._kube.watch(path, resource_version=version, fieldSelector=selector):
+            selection = {"fieldSelector": selector} if selector else {}
+            async for event in self._kube.watch(path, resource_version=version, **selection):
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     return  # e.g. 410 Gone: the version is too old, list again

@@ -139,3 +139,59 @@ async def test_deletion_marks_of_finished_investigations_do_not_pile_up(monkeypa
         while feeds.gone("ended").is_set():  # polls the condition; no fixed wait
             await asyncio.sleep(0.01)
     assert starting.is_set()
+
+
+async def test_with_a_crd_that_cannot_select_by_phase_the_operator_watches_whole_objects(
+    api_client: k8s.ApiClient, crds: None,
+) -> None:
+    """An operator started before its CRDs were applied (an upgrade done out of order) would have
+    its selective watch refused ("field label not supported"): it reads the CRD first and falls
+    back to the full watch instead. Conversations' CRD has no selectable fields: it stands in
+    for an old Investigation CRD here (the session's CRDs are shared by every test)."""
+    from lestrade.kube import Kube
+    from lestrade.operator.selection import crd_selects_phase
+
+    kube = Kube(api_client)
+    try:
+        assert await crd_selects_phase(kube) is True
+        assert await crd_selects_phase(kube, "conversations.lestrade.dev") is False
+        assert await crd_selects_phase(kube, "nosuchthings.lestrade.dev") is False
+    finally:
+        await kube.aclose()
+    settings = kopf.OperatorSettings()
+    configure_selection(settings, job_mode=False, selectable=False)
+    assert list(settings.watching.field_selectors.collect(_investigations())) == []
+
+
+async def test_the_ttl_reaper_without_selectors_still_deletes_only_expired_ones(
+    api_client: k8s.ApiClient, crds: None, namespace: str,
+) -> None:
+    """The fallback for an older CRD: the reaper watches every Investigation and arms timers
+    only for finished ones with a TTL."""
+    import asyncio
+
+    from lestrade.kube import Kube
+    from lestrade.operator.ttl import TtlReaper
+
+    _finished(api_client, namespace, "expiring", "Succeeded", ttlSecondsAfterFinished=1)
+    _finished(api_client, namespace, "kept", "Failed")
+    create_inv(api_client, namespace, "unfinished", ttlSecondsAfterFinished=1)
+    kube = Kube(api_client)
+    reaper = TtlReaper(kube)
+    task = asyncio.create_task(reaper.follow([namespace], selective=False))
+    custom = k8s.CustomObjectsApi(api_client)
+
+    def names() -> set[str]:
+        return {i["metadata"]["name"] for i in
+                custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]}
+
+    try:
+        async with asyncio.timeout(30):
+            while "expiring" in await asyncio.to_thread(names):  # polls the condition
+                await asyncio.sleep(0.2)
+        assert await asyncio.to_thread(names) == {"kept", "unfinished"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        reaper.close()
+        await kube.aclose()

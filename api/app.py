@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import console, routes_alertmanager, routes_chat, routes_contexts, routes_hosted, routes_investigate
+from . import console, routes_alertmanager, routes_chat, routes_contexts, routes_harness, routes_hosted, routes_investigate
 from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from .chats import ChatStore, ClientError
 from .contexts import ContextStore
@@ -89,6 +89,7 @@ def create_app(
     routes_contexts.install(app, ContextStore(kube, namespace))
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)
+    app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

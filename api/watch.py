@@ -4,6 +4,11 @@ Every SSE client and every request that waits for a resource reads from this cac
 never opens a watch per client, so a hundred open streams cost the apiserver one watch. The
 watch is a task in the API's event loop on the shared request layer (`lestrade.kube`); no
 thread per watch. Subscribers get an `asyncio.Queue` each.
+
+The cache holds every run of the cluster (the console lists finished ones too), so it keeps
+each object without what no reader of the API uses (`slim`: the apiserver's managedFields and
+kubectl's last-applied copy, together often as large as the rest), and lists page by page
+(`LIST_CHUNK`) so a start with 10,000 objects never holds one huge answer.
 """
 
 from __future__ import annotations
@@ -18,12 +23,29 @@ from typing import Any
 from lestrade.kube import Kube, api_path
 from lestrade.resources import GROUP, VERSION
 
-__all__ = ["WatchEvent", "SharedWatch"]
+__all__ = ["WatchEvent", "SharedWatch", "slim"]
 
 log = logging.getLogger(__name__)
 
 RETRY_DELAY = 2.0
 """Seconds before listing again after a failure (CRD missing, apiserver restarting)."""
+
+LIST_CHUNK = 500
+"""Objects per page of the initial list."""
+
+_UNREAD_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without the parts no reader of the API uses (module docstring); in place."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict):
+            for key in _UNREAD_ANNOTATIONS:
+                annotations.pop(key, None)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,7 @@ class SharedWatch:
             self._subscribers.discard(queue)
 
     def _publish(self, event: WatchEvent) -> None:
+        slim(event.object)
         meta = event.object.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if event.type == "DELETED":
@@ -78,17 +101,22 @@ class SharedWatch:
     async def _run(self) -> None:
         while True:
             try:
-                listing = await self._kube.get(self._path)
-                items = listing.get("items", [])
-                listed = {(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items}
+                listed: set[tuple[str, str]] = set()
+                query: dict[str, Any] = {"limit": LIST_CHUNK}
+                while True:
+                    page = await self._kube.get(self._path, **query)
+                    for item in page.get("items", []):
+                        listed.add((item["metadata"].get("namespace", ""), item["metadata"]["name"]))
+                        self._publish(WatchEvent("ADDED", item))
+                    if not page["metadata"].get("continue"):
+                        break
+                    query["continue"] = page["metadata"]["continue"]
                 # Objects deleted while the watch was down are gone from the new list.
                 for key in [k for k in self.objects if k not in listed]:
                     self._publish(WatchEvent("DELETED", self.objects[key]))
-                for item in items:
-                    self._publish(WatchEvent("ADDED", item))
                 self.last_error = None
                 self.synced.set()
-                await self._watch_from(listing["metadata"]["resourceVersion"])
+                await self._watch_from(page["metadata"]["resourceVersion"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -59,6 +59,22 @@ class ModelList:
             raise ConfigError(f"unknown model {name!r}; configured models: {known}")
         return self.models[key]
 
+    def allowed_ids(self) -> list[str]:
+        """What a harness request may name as its model: the entries' names and their
+        `provider/model` ids (litellm's `model`), sorted."""
+        return sorted({*self.models, *(str(m.settings.get("model")) for m in self.models.values() if m.settings.get("model"))})
+
+    def resolve(self, name_or_id: str | None) -> ModelConfig:
+        """A model by entry name, or by its `provider/model` id (the first entry with it);
+        the default when empty. Anything else is not allowed (ConfigError lists what is)."""
+        if not name_or_id or name_or_id in self.models:
+            return self.get(name_or_id)
+        for model in self.models.values():
+            if model.settings.get("model") == name_or_id:
+                return model
+        allowed = ", ".join(self.allowed_ids()) or "none"
+        raise ConfigError(f"model {name_or_id!r} is not allowed; allowed: {allowed}")
+
 
 def _substitute(value: Any, env: dict[str, str]) -> Any:
     if isinstance(value, str):

@@ -36,6 +36,7 @@ from .requester_policy import install_requester_policy
 from .context import build_engine
 from .handlers import OperatorContext, build_registry, configure_kopf
 from .membership import Membership
+from .selection import configure_selection, crd_selects_phase
 from .metrics import serve as serve_metrics
 from .engine import ToolsFactory
 from .settings import OperatorSettings
@@ -121,7 +122,10 @@ async def run_operator(
         priority=default_priority() if priority is None else priority,
     )
     kopf_settings.peering.mandatory = mandatory_peering
+    selectable = await crd_selects_phase(engine.kube)
+    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
+    reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
     try:
         await kopf.operator(
             registry=registry,
@@ -140,6 +144,8 @@ async def run_operator(
             await membership.kube.aclose()
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
+        reaper.cancel()
+        await asyncio.gather(reaper, return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
 

@@ -37,6 +37,8 @@ from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
 from lestrade.operator.agent.model import load_litellm
+from lestrade.operator.agent.model import ModelCallError
+from lestrade.operator.rlm import SandboxUnavailable
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
 from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
 from lestrade.operator.tools.base import ToolRegistry
@@ -51,6 +53,8 @@ from . import metrics
 from .budgets import BUDGET_STOPS, run_budget_passed
 from .context_window import limits_for
 from .engine import Engine
+from .harness_rlm import RlmStopped, run_rlm_session
+from .harness_session import HarnessSession, start_session
 from .projection import ConversationProjection, Projection, projection_for
 from .recorder import EventRecorder
 from .scopes import decide_scope, load_policy
@@ -120,6 +124,8 @@ class _Attempt:
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
+        self.harness: HarnessSession | None = None
+        """A harness session's gate, watch and subagents (`spec.harness`)."""
 
     @property
     def state(self) -> Any:
@@ -141,6 +147,8 @@ class _Attempt:
         try:
             return await self._run()
         finally:
+            if self.harness is not None:
+                await self.harness.aclose()
             await self.writer.close()
 
     async def _run(self) -> Outcome:
@@ -148,7 +156,10 @@ class _Attempt:
         if view.spec is None:
             return await fail(self.projection, self.recorder, "InvalidSpec", view.spec_error or "")
         try:
-            model = self.engine.models.get(view.spec.model)
+            models = self.engine.models
+            # A harness session may name a `provider/model` id too (checked again here: the
+            # spec can be written with kubectl).
+            model = models.resolve(view.spec.model) if getattr(view.spec, "harness", None) else models.get(view.spec.model)
         except ConfigError as exc:
             return await fail(self.projection, self.recorder, "InvalidModel", str(exc))
         self.demo = model.is_demo
@@ -194,6 +205,7 @@ class _Attempt:
             text, sections = self._format(str(last.get("content") or ""))
             return await self._done(ev.Answer(text=text, sections=sections))
 
+        started_calls = self._started()  # before this attempt's decisions are recorded
         decisions = self._take_decisions()
         self._announce(model, start_time, started is not None)
         messages = state.working_messages()
@@ -201,7 +213,9 @@ class _Attempt:
             async with asyncio.timeout_at(
                 asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0
             ):
-                return await self._drive(agent, messages, decisions, frozenset(state.started))
+                if self.harness is not None and self.harness.settings.mode == "rlm":
+                    return await self._rlm(messages)
+                return await self._drive(agent, messages, decisions, started_calls)
         except TimeoutError:
             return await self._fail("Timeout", self._timeout_message())
 
@@ -265,6 +279,17 @@ class _Attempt:
         )
         if conversation:
             limits = limits_for(spec.context, limits)
+        harness = getattr(spec, "harness", None)
+        if harness is not None:
+            assert isinstance(self.projection, ConversationProjection)
+            self.harness = start_session(
+                settings=harness, kube=self.engine.kube, namespace=self.ref.namespace,
+                name=self.ref.name, short_name=self.ref.short_name, model=model, tools=tools,
+                transcript=self.transcript, projection=self.projection, limits=limits,
+                deadline=deadline, spec=spec, usage=self._usage, ledger=self.engine.ledger,
+                sync=self._sync, prompt=prompt, progress=self._harness_progress,
+            )
+            tools, limits = self.harness.main_tools(), self.harness.limits(limits)
         return Agent(
             model=model,
             tools=tools,
@@ -272,7 +297,55 @@ class _Attempt:
             limits=limits,
             enable_tool_approval=spec.enable_tool_approval,
             response_format=_response_format(spec.response_format) if conversation else None,
+            call_ids=self.harness.call_ids if self.harness is not None else None,
         )
+
+    async def _rlm(self, messages: list[dict[str, Any]]) -> Outcome:
+        """A harness session in `rlm` mode (`harness_rlm.py`): the question (and the session's
+        system-prompt addition) go to the rlm loop; its answer ends the turn."""
+        assert self.harness is not None
+        recorded = [r for r in self.state.since(self.projection.since) if r.get("t") == RecordType.ANSWER]
+        if recorded:  # answered before a restart: finish from the stored answer
+            return await self._done(ev.Answer(text=str(recorded[-1].get("text") or "")))
+        spec = self.view.spec
+        asked = [m for m in messages if m.get("role") != "system"]
+        if spec is not None and spec.system_prompt:
+            asked = [{"role": "system", "content": spec.system_prompt}, *asked]
+        try:
+            outcome = await run_rlm_session(self.harness.subagents, asked)
+        except RlmStopped as exc:
+            BUDGET_STOPS.labels(self.view.kind, exc.reason).inc()
+            return await self._fail(exc.reason, exc.message)
+        except SandboxUnavailable as exc:
+            return await self._fail("SandboxUnavailable", f"rlm mode needs a sandbox this node cannot give: {exc}")
+        except ModelCallError as exc:
+            return await self._fail(exc.reason, exc.message)
+        self.transcript.append(
+            RecordType.ANSWER, text=outcome.answer, sections=None, at=now_iso(),
+            reason=outcome.reason, iterations=outcome.iterations,
+        )
+        return await self._done(ev.Answer(text=outcome.answer))
+
+    def _harness_progress(self) -> None:
+        """Status follows a subagent's stored records (the API reads them when it changes)."""
+        self._progress()
+        self.writer.set(transcript=self.transcript.reference())
+
+    def _started(self) -> frozenset[str]:
+        """Calls that may have had their effect (reported as "outcome unknown", never re-run).
+        In a harness session a call is stored as started before its gate decides, so one
+        without an approving decision never ran: it goes through the gate again (a relay
+        answered while the operator was down is then taken from spec.decisions). Read before
+        `_take_decisions` records such an answer."""
+        state = self.state
+        if self.harness is None:
+            return frozenset(state.started)
+        return frozenset(i for i in state.started if (state.decisions.get(i) or {}).get("approved"))
+
+    def _usage(self) -> tuple[int, float]:
+        """(tokens, cost) of this run or turn so far, subagents included."""
+        usage = self.projection.facts(self.state).usage
+        return usage.total_tokens, usage.cost
 
     def _seed(self, agent: Agent) -> None:
         """The messages a new run (or turn) starts with; nothing when they are stored."""
@@ -399,6 +472,9 @@ class _Attempt:
                             transcript.flush_soon()
                     case ev.ModelMessage(tool_calls=calls):
                         self._step_called_tools = bool(calls)
+                        if self.harness is not None and event.reasoning:
+                            # 003's `reasoning` event: kept beside the message, never sent back.
+                            transcript.append(RecordType.AGENT, event="reasoning", content=event.reasoning)
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)

@@ -9,7 +9,8 @@ The same handlers are registered for both kinds:
 - with shared replicas (`--replicas shared`), every replica has that daemon, but only the
   replica that claimed the object supervises it (`ownership.py`);
 - an event handler wakes that daemon on every change (decisions arriving, turns appended, our
-  own status landing) and arms the TTL timer of finished Investigations;
+  own status landing); finished Investigations are not watched at all (`selection.py`: a
+  field selector; one that finishes arrives as DELETED), their TTL has its own watch (`ttl.py`);
 - in Job mode, an event handler on the Jobs the operator created wakes the daemon that waits
   for them.
 
@@ -123,14 +124,12 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     async def changed(type: str, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:  # noqa: A002
         ctx: OperatorContext = memo.lestrade
         if type == "DELETED" and _has_work(body):
-            ctx.feeds.deleted(uid)  # stops its daemon (no finalizer holds the object for Kopf)
-        ctx.feeds.touch(uid)
+            # Deleted, or finished (it left the field selector): either way its daemon stops
+            # (no finalizer holds the object for Kopf).
+            ctx.feeds.deleted(uid)
+        ctx.feeds.touch(uid)  # TTL timers have a watch of their own (ttl.py)
         if ctx.ownership is not None:
             ctx.ownership.touched(uid)
-        if type == "DELETED":
-            ctx.reaper.forget(uid)
-        else:
-            ctx.reaper.consider(body)
 
     async def run(
         body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any

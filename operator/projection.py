@@ -233,6 +233,17 @@ class ConversationProjection(Projection):
             toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version,
         )
 
+    def relays_settled(self, state: TranscriptState, note: str) -> None:
+        """A harness session's relays are all decided and the turn runs on (its attempt never
+        stopped: the relays waited inside it)."""
+        facts = self.facts(state)
+        self._conditions_running(note)
+        self._turn(phase=Phase.RUNNING, message=note, **self._facts_turn(facts))
+        self.writer.set(
+            phase=Phase.RUNNING.value, message=note, pendingApprovals=[],
+            toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version,
+        )
+
     def done(
         self, state: TranscriptState, text: str, sections: dict[str, str] | None, message: str,
         transcript: dict[str, Any],

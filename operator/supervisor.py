@@ -49,6 +49,10 @@ logger = logging.getLogger(__name__)
 CONDITION_DECISIONS_ACCEPTED = "DecisionsAccepted"
 
 
+GONE_MEMORY = 60.0
+"""Seconds a deletion mark waits for a daemon about to start (it starts within a moment)."""
+
+
 class Feeds:
     """Wakes the supervisor of an object when the object (or its Job) changes, and tells its
     daemon when the watch saw the object deleted (`gone`)."""
@@ -71,9 +75,13 @@ class Feeds:
 
     def deleted(self, uid: str) -> None:
         """The watch saw the object deleted: its daemon (running or about to start) stops.
-        Only called for objects with work, whose daemon forgets this again when it ends."""
+        Only called for objects with work, whose daemon forgets this again when it ends; every
+        finished Investigation also comes here once (it leaves the operator's selection, often
+        after its daemon ended), so the mark is dropped after `GONE_MEMORY` seconds in any case
+        (a daemon holds its own reference to the event; the uid never comes back)."""
         self.gone(uid).set()
         self.touch(uid)
+        asyncio.get_running_loop().call_later(GONE_MEMORY, self._gone.pop, uid, None)
 
     def forget(self, uid: str) -> None:
         self._events.pop(uid, None)

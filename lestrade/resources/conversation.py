@@ -45,6 +45,10 @@ __all__ = [
     "TurnStatus",
     "ConversationStatus",
     "Conversation",
+    "ToolPermission",
+    "DenyRule",
+    "Permissions",
+    "HarnessSettings",
     "TURNS_APPEND_ONLY",
     "TOMBSTONE_FINAL",
 ]
@@ -213,6 +217,93 @@ class FrontendTool(WireModel):
     )
 
 
+class ToolPermission(WireModel):
+    """A tool the harness session may run without asking (reference 003's permission rule)."""
+
+    tool: str = Field(
+        min_length=1, max_length=128, description="Tool name or a glob of names (fnmatch), e.g. kubectl_describe, kubectl_* or agent."
+    )
+    params: dict[str, Annotated[str, StringConstraints(max_length=1024)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="Parameter name -> glob (fnmatch: *, ?, [...]) its value must match; a "
+        "parameter named here that the call lacks never matches. Any arguments when omitted.",
+    )
+
+
+class DenyRule(WireModel):
+    """A tool call the harness session refuses without asking."""
+
+    tool_call_id: str = Field(
+        min_length=1, max_length=253, description="The id of the tool call to refuse."
+    )
+    reason: str | None = Field(
+        default=None, max_length=4096, description="Why; shown to the model."
+    )
+
+
+class Permissions(WireModel):
+    """How a harness session decides tool calls: deny first, then allowlist and allowOnce;
+    any other call waits as a relay (a pending approval in status.pendingApprovals)."""
+
+    allowlist: list[ToolPermission] | None = Field(
+        default=None, max_length=128, description="Calls that match run without asking."
+    )
+    allow_once: list[ToolPermission] | None = Field(
+        default=None,
+        max_length=128,
+        description="Each entry lets one matching call run without asking; once used it is "
+        "spent (the transcript records which entry a call used).",
+    )
+    deny: list[DenyRule] | None = Field(
+        default=None, max_length=256, description="Tool calls refused by id."
+    )
+
+
+class HarnessSettings(WireModel):
+    """Makes the Conversation an agent-harness session (reference 003, POST /chat)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "self.mode == 'agent' || self.mode == 'rlm'",
+                    "spec.harness.mode must be agent or rlm",
+                    fieldPath=".mode",
+                ),
+                cel_rule(
+                    "!has(self.maxDepth) || (self.maxDepth >= 0 && self.maxDepth <= 5)",
+                    "spec.harness.maxDepth must be between 0 and 5 (0: no subagents)",
+                    fieldPath=".maxDepth",
+                ),
+                cel_rule(
+                    "!has(self.maxIterations) || (self.maxIterations >= 1 && self.maxIterations <= 200)",
+                    "spec.harness.maxIterations must be between 1 and 200",
+                    fieldPath=".maxIterations",
+                ),
+            ]
+        }
+    )
+
+    mode: Literal["agent", "rlm"] = Field(
+        default="agent",
+        description="agent: the tool-calling agent (with the `agent` tool for subagents); "
+        "rlm: the model reasons by writing code that a sandboxed REPL runs.",
+    )
+    permissions: Permissions | None = Field(
+        default=None,
+        description="Tool permission rules; without them every tool call waits for a decision.",
+    )
+    max_iterations: int = Field(
+        default=10, description="Model calls per agent (each subagent has its own)."
+    )
+    max_depth: int = Field(
+        default=2,
+        description="How deep subagents may nest: the main agent is depth 0; a spawn from "
+        "depth maxDepth is refused.",
+    )
+
+
 class ConversationSpec(WireModel):
     """The questions asked so far and how to answer them."""
 
@@ -308,6 +399,11 @@ class ConversationSpec(WireModel):
         pattern=DURATION_PATTERN,
         description="How long one turn may take (e.g. 90s, 10m), waiting for approval "
         "included; the operator's default when omitted.",
+    )
+    harness: HarnessSettings | None = Field(
+        default=None,
+        description="Agent-harness session settings (POST /chat): mode, permission rules, "
+        "iteration and subagent depth limits. Absent for ordinary Conversations.",
     )
     tombstoned: bool | None = Field(
         default=None,

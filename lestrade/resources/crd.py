@@ -37,7 +37,13 @@ from .constants import (
     VERSION,
 )
 from .conversation import ConversationSpec, ConversationStatus
-from .investigation import InvestigationSpec, InvestigationStatus, immutability_rule
+from .investigation import (
+    SELECTABLE_FIELDS,
+    InvestigationSpec,
+    InvestigationStatus,
+    finished_is_final_rule,
+    immutability_rule,
+)
 from .scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
 from .schema import structural_schema
 
@@ -72,6 +78,7 @@ class CrdDefinition:
     columns: list[dict[str, Any]]
     root_rules: list[dict[str, Any]] = field(default_factory=list)
     file_name: str = ""
+    selectable_fields: tuple[str, ...] = ()  # JSONPaths for field selectors (list/watch)
 
     @property
     def name(self) -> str:
@@ -107,8 +114,9 @@ INVESTIGATION = CrdDefinition(
         _column("Message", ".status.message", "string", "Current state or error.", priority=1),
         _AGE,
     ],
-    root_rules=[immutability_rule()],
+    root_rules=[immutability_rule(), finished_is_final_rule()],
     file_name="investigation.yaml",
+    selectable_fields=SELECTABLE_FIELDS,
 )
 
 CONVERSATION = CrdDefinition(
@@ -224,6 +232,16 @@ def _root_schema(definition: CrdDefinition) -> dict[str, Any]:
 
 def crd_manifest(definition: CrdDefinition) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CustomResourceDefinition for one resource."""
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": copy.deepcopy(definition.columns),
+        "schema": {"openAPIV3Schema": _root_schema(definition)},
+    }
+    if definition.selectable_fields:
+        version["selectableFields"] = [{"jsonPath": path} for path in definition.selectable_fields]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -242,16 +260,7 @@ def crd_manifest(definition: CrdDefinition) -> dict[str, Any]:
                 "shortNames": [definition.short_name],
                 "categories": [CATEGORY],
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": copy.deepcopy(definition.columns),
-                    "schema": {"openAPIV3Schema": _root_schema(definition)},
-                }
-            ],
+            "versions": [version],
         },
     }
 

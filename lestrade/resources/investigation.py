@@ -38,6 +38,10 @@ __all__ = [
     "Investigation",
     "MUTABLE_SPEC_FIELDS",
     "immutability_rule",
+    "finished_is_final_rule",
+    "SELECTABLE_FIELDS",
+    "UNFINISHED_SELECTOR",
+    "FINISHED_WITH_TTL_SELECTORS",
 ]
 
 MAX_STEPS_LIMIT = 100
@@ -298,3 +302,44 @@ def immutability_rule() -> dict[str, Any]:
         reason="FieldValueForbidden",
         fieldPath=".spec",
     )
+
+
+_FINISHED = (InvestigationPhase.SUCCEEDED.value, InvestigationPhase.FAILED.value)
+
+
+def finished_is_final_rule() -> dict[str, Any]:
+    """The root-level CEL rule keeping a finished Investigation finished.
+
+    The operator stops watching finished Investigations (`UNFINISHED_SELECTOR`), and the
+    transcript of a finished run is complete; a status edited back to Pending would start the
+    run again from that transcript. So once status.phase is Succeeded or Failed it stays so
+    (status-subresource writes included: the rule sits at the root, where it sees status)."""
+    finished = "[" + ", ".join(f"'{p}'" for p in _FINISHED) + "]"
+    was_finished = f"has(oldSelf.status) && has(oldSelf.status.phase) && oldSelf.status.phase in {finished}"
+    return cel_rule(
+        f"!({was_finished}) || (has(self.status) && has(self.status.phase) "
+        "&& self.status.phase == oldSelf.status.phase)",
+        "status.phase is final once the investigation has Succeeded or Failed",
+        messageExpression="'status.phase is final once the investigation has ' + "
+        "oldSelf.status.phase + ' (create a new Investigation to run again)'",
+        reason="FieldValueForbidden",
+        fieldPath=".status.phase",
+    )
+
+
+SELECTABLE_FIELDS: tuple[str, ...] = (".status.phase", ".spec.ttlSecondsAfterFinished")
+"""Fields the apiserver filters lists and watches by (`selectableFields` of the CRD): a
+watcher that only needs unfinished runs (the operator) or finished runs with a TTL (its TTL
+reaper) asks the apiserver for exactly those and never receives the others. A field that is
+not set selects as the empty string."""
+
+UNFINISHED_SELECTOR: str = ",".join(f"status.phase!={p}" for p in _FINISHED)
+"""Field selector of the Investigations that are not finished (no phase yet included).
+A watch with it sees an Investigation that finishes as DELETED (with its last unfinished
+version): it has left the selection."""
+
+FINISHED_WITH_TTL_SELECTORS: tuple[str, ...] = tuple(
+    f"status.phase={p},spec.ttlSecondsAfterFinished!=" for p in _FINISHED
+)
+"""Field selectors of the finished Investigations that have a TTL, one per finished phase
+(a field selector cannot say "one of")."""

@@ -82,6 +82,12 @@ class RecordType(StrEnum):
     TURN = "turn"
     ANSWER = "answer"
     ERROR = "error"
+    AGENT = "agent"
+    """Harness sessions: a subagent started or ended (`event`: start | end, with agentId,
+    parentId, depth), a model's reasoning (`event`: reasoning), or an event recorded as it was
+    emitted (`event`: emit, `type`, `fields`; the rlm mode's REPL events). Records a subagent
+    writes carry the same three fields; its messages are its own history, never the main
+    agent's."""
 
 
 def _dumps(value: Any) -> str:
@@ -126,6 +132,8 @@ class TranscriptState:
         self.records.append(record)
         kind = record.get("t")
         if kind == RecordType.MESSAGE:
+            if record.get("agentId"):
+                return  # a subagent's own history (harness sessions), not the conversation's
             self.messages.append(record["message"])
             self.message_seqs.append(seq)
         elif kind == RecordType.TOOL_STARTED:

@@ -76,8 +76,12 @@ class Agent:
         *,
         enable_tool_approval: bool = True,
         response_format: Mapping[str, Any] | None = None,
+        call_ids: CallIds | None = None,
     ) -> None:
         self.model = model
+        self.call_ids = call_ids
+        """Ids shared with other agents of the same session (a harness session's subagents):
+        every call id stays unique across all of them. None: this run's own."""
         self.response_format = dict(response_format) if response_format else None
         """Structured output (OpenAI `response_format`) for the run's model calls (not for
         compaction summaries)."""
@@ -135,7 +139,12 @@ class _Run:
         self.messages = list(messages)
         self.decisions = decisions
         self.started = started
-        self.call_ids = CallIds(used_call_ids(self.messages) | set(decisions) | set(started))
+        seen = used_call_ids(self.messages) | set(decisions) | set(started)
+        if agent.call_ids is not None:
+            agent.call_ids.used |= seen
+            self.call_ids = agent.call_ids
+        else:
+            self.call_ids = CallIds(seen)
         self.schemas = agent.tools.schemas()
         self.truncations: list[Truncation] = []
         self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)

@@ -193,11 +193,14 @@ def describe(tool: Tool | None, call: Call) -> str:
     return f"{call.name} {call.arguments}"
 
 
-async def execute(tool: Tool, params: dict[str, Any], timeout: float) -> ToolOutput:
-    """Runs one call; timeouts and exceptions become error outputs."""
+async def execute(tool: Tool, params: dict[str, Any], timeout: float, call: Call | None = None) -> ToolOutput:
+    """Runs one call; timeouts and exceptions become error outputs. A tool with `run_call`
+    (a harness session's tools: they need the call's id, and bound their own time because a
+    relay may wait for a person) is given the call instead."""
+    run_call = getattr(tool, "run_call", None)
     try:
-        async with asyncio.timeout(timeout):
-            output = await tool.run(params)
+        async with asyncio.timeout(None if run_call is not None and call is not None else timeout):
+            output = await (run_call(call, params) if run_call is not None and call is not None else tool.run(params))
     except TimeoutError:
         return ToolOutput("error", error=f"the tool did not finish within {timeout:g} s")
     except Exception as exc:  # the model should see the failure and adapt

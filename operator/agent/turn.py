@@ -134,7 +134,7 @@ class Turn:
         return None
 
     async def _run_all(self, work: list[tuple[Call, Tool]]) -> list[ToolOutput]:
-        jobs = [execute(tool, call.params or {}, self.limits.tool_timeout) for call, tool in work]
+        jobs = [execute(tool, call.params or {}, self.limits.tool_timeout, call) for call, tool in work]
         try:
             async with asyncio.timeout_at(self.deadline):
                 return list(await asyncio.gather(*jobs))

@@ -107,16 +107,20 @@ class ToolSandbox:
         hidden: Iterable[str | os.PathLike[str]] = (),
         connect_ports: Iterable[int] | None = None,
         system: bool = True,
+        list_only: Iterable[str | os.PathLike[str]] = (),
     ) -> None:
         """`read`: folders or files to read and execute; `write`: folders to read and write;
         `hidden`: paths to keep out even below an allowed folder (credentials); with
-        `connect_ports`, TCP connections go only to those ports."""
+        `connect_ports`, TCP connections go only to those ports; `list_only`: folders whose
+        entries (and those of the folders below) may be listed, not read - a folder split
+        around a hidden path (rlm's standard library without site-packages) stays listable."""
         self.abi = landlock_abi()
         hide = [Path(os.path.realpath(p)) for p in (*HIDDEN_SYSTEM_PATHS, *hidden)]
         reads = [Path(os.path.realpath(p)) for p in (*(SYSTEM_READ_ROOTS if system else ()), *read)]
         writes = [Path(os.path.realpath(p)) for p in write]
         self.read_paths = [p for root in reads for p in _allowed_parts(root, hide) if p.exists()]
         self.write_paths = [p for root in writes for p in _allowed_parts(root, hide) if p.exists()]
+        self.list_paths = [Path(os.path.realpath(p)) for p in list_only if os.path.isdir(p)]
         self.hidden = hide
         self.connect_ports = None if connect_ports is None else sorted(set(connect_ports))
         self._fd = self._build() if self.abi else -1
@@ -159,6 +163,8 @@ class ToolSandbox:
             self._add_path(fd, path, read_dir, _EXECUTE | _READ_FILE)
         for path in self.write_paths:
             self._add_path(fd, path, fs_all, file_rights)
+        for path in self.list_paths:
+            self._add_path(fd, path, _READ_DIR, 0)
         for device in _DEVICES_RW:
             self._add_path(fd, Path(device), 0, _READ_FILE | _WRITE_FILE | (fs_all & _TRUNCATE))
         for device in _DEVICES_R:

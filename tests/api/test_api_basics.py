@@ -83,6 +83,64 @@ async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, name
             await kube.aclose()
 
 
+async def test_the_shared_watch_lists_in_pages_and_keeps_slim_objects(
+    cluster, crds, namespace, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """10,000 runs must not cost the API one huge list nor the apiserver's bookkeeping of each:
+    the list is paged, and the cache drops managedFields and kubectl's last-applied copy (no
+    reader uses them) but keeps everything a reader does."""
+    from lestrade.api import watch as watch_module
+
+    monkeypatch.setattr(watch_module, "LIST_CHUNK", 2)
+    lists: list[dict[str, str]] = []
+
+    async def on_request_start(session: Any, context: Any, params: Any) -> None:
+        if params.method == "GET" and params.url.query.get("watch") != "true":
+            lists.append(dict(params.url.query))
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(on_request_start)
+    custom = k8s.CustomObjectsApi
+    with cluster.api_client() as api:
+        for i in range(3):
+            custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, "investigations", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
+                "metadata": {"name": f"slim-{i}", "labels": {"team": "a"}, "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {"title": "x"}}',
+                    "note": "kept"}},
+                "spec": {"title": f"slim {i}"},
+            })
+        custom(api).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, "investigations", "slim-0", {"status": {"phase": "Running"}})
+        kube = Kube(api, session_factory=functools.partial(aiohttp.ClientSession, trace_configs=[trace]))
+        watch = watch_module.SharedWatch(kube, "investigations")
+        watch.start()
+        try:
+            await asyncio.wait_for(watch.synced.wait(), 30)
+            assert len(lists) >= 2 and all(q.get("limit") == "2" for q in lists), lists
+            assert "continue" in lists[1]
+            cached = {name: obj for (ns, name), obj in watch.objects.items() if ns == namespace}
+            assert sorted(cached) == ["slim-0", "slim-1", "slim-2"]
+            for obj in cached.values():
+                assert "managedFields" not in obj["metadata"]
+                assert obj["metadata"]["annotations"] == {"note": "kept"}
+                assert obj["metadata"]["labels"] == {"team": "a"} and obj["metadata"]["uid"]
+            assert cached["slim-0"]["status"]["phase"] == "Running"
+            # Changes arrive slim as well.
+            async with watch.subscribe() as queue:
+                custom(api).patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, "investigations", "slim-1", {"status": {"phase": "Running"}})
+                while True:
+                    event = await asyncio.wait_for(queue.get(), 30)
+                    if event.object["metadata"]["name"] == "slim-1":
+                        break
+            assert "managedFields" not in event.object["metadata"]
+            assert event.object["status"]["phase"] == "Running"
+        finally:
+            await watch.stop()
+            await kube.aclose()
+
+
 async def wait_for_watch(opened: list[str], timeout: float = 30) -> None:
     async with asyncio.timeout(timeout):
         while not opened:

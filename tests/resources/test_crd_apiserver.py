@@ -182,6 +182,49 @@ def test_removing_a_spec_field_is_rejected_once_running(investigations: Objects)
     assert "immutable once the investigation is AwaitingApproval" in message
 
 
+@pytest.mark.parametrize("finished", ["Succeeded", "Failed"])
+def test_a_finished_investigation_stays_finished(investigations: Objects, finished: str) -> None:
+    """The operator no longer watches finished Investigations: none may become unfinished."""
+    investigations.create(investigation(f"done-{finished.lower()}"))
+    name = f"done-{finished.lower()}"
+    investigations.patch_status(name, {"phase": "Running"})
+    investigations.patch_status(name, {"phase": finished, "message": "done"})
+    for phase in ("Pending", "Running", "AwaitingApproval"):
+        message = rejected(investigations.patch_status, name, {"phase": phase})
+        assert f"status.phase: Forbidden: status.phase is final once the investigation has {finished}" in message
+    for removal in ("/status/phase", "/status"):
+        message = rejected(
+            request_json, investigations.api_client, "PATCH", f"{investigations.base}/{name}/status",
+            [{"op": "remove", "path": removal}], content_type=JSON_PATCH,
+        )
+        assert "status.phase is final" in message
+    other = "Failed" if finished == "Succeeded" else "Succeeded"
+    assert "status.phase is final" in rejected(investigations.patch_status, name, {"phase": other})
+    # The rest of status may still be written (the operator's last facts, a repeated final write).
+    assert investigations.patch_status(name, {"phase": finished, "message": "again"})["status"]["message"] == "again"
+
+
+def test_investigations_are_selectable_by_phase_and_ttl(investigations: Objects) -> None:
+    """The CRD's selectable fields: what the operator's and its TTL reaper's watches ask for."""
+    from lestrade.resources.investigation import FINISHED_WITH_TTL_SELECTORS, UNFINISHED_SELECTOR
+
+    phases = {"new": None, "running": "Running", "waiting": "AwaitingApproval",
+              "ok": "Succeeded", "bad": "Failed", "ok-ttl": "Succeeded", "bad-ttl": "Failed",
+              "running-ttl": "Running"}
+    for name, phase in phases.items():
+        investigations.create(investigation(name, **({"ttlSecondsAfterFinished": 0} if name.endswith("-ttl") else {})))
+        if phase:
+            investigations.patch_status(name, {"phase": phase})
+
+    def names(selector: str) -> set[str]:
+        listing = request_json(investigations.api_client, "GET", investigations.base,
+                               query={"fieldSelector": selector})
+        return {i["metadata"]["name"] for i in listing["items"]}
+
+    assert names(UNFINISHED_SELECTOR) == {"new", "running", "waiting", "running-ttl"}
+    assert set().union(*(names(s) for s in FINISHED_WITH_TTL_SELECTORS)) == {"ok-ttl", "bad-ttl"}
+
+
 def test_decisions_and_status_updates_are_accepted_once_running(
     investigations: Objects,
 ) -> None:

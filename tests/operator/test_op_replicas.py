@@ -213,3 +213,32 @@ def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_n
     # The interrupted call was asked once more, by the new epoch only.
     assert steps_requested(model_server, scenario_name) == Counter({0: 2})
     assert_status_matches_transcript(api_client, done)
+
+
+def test_a_rewritten_claim_stops_the_owners_run(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    scenario_name: str,
+) -> None:
+    # Hostile or by hand: the claim is rewritten to name a replica that does not exist. The
+    # owner stops its run at once; the named holder is not alive, so it claims again and
+    # resumes (the interrupted call asked once more) — never two runs at a time.
+    steps = [Step(content="late answer", latency_ms=60_000)]
+    model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    settings = {"replicas": "shared", "replica_name": "solo", "replica_group": group,
+                "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
+                "lease_renew_interval": 0.5}
+    with OperatorThread(cluster, namespace, model_list(model_server, scenario_name), **settings):
+        create_inv(api_client, namespace, "rewritten")
+        wait_until("the model call", lambda: steps_requested(model_server, scenario_name)[0] >= 1, timeout=90)
+        claimed = get_inv(api_client, namespace, "rewritten")["metadata"]["annotations"][OWNER_ANNOTATION]
+        steps[0] = Step(content="answer")
+        model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
+        k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+            "lestrade.dev", "v1alpha1", namespace, "investigations", "rewritten",
+            {"metadata": {"annotations": {OWNER_ANNOTATION: f"{group}-ghost/no-such-uid/0"}}})
+        done = wait_inv(api_client, namespace, "rewritten", phase_is("Succeeded", "Failed"), timeout=90)
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["metadata"]["annotations"][OWNER_ANNOTATION] == claimed
+    assert steps_requested(model_server, scenario_name) == Counter({0: 2})
+    assert_status_matches_transcript(api_client, done)

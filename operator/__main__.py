@@ -4,9 +4,12 @@ Runs Kopf with the handlers of `handlers.py` until SIGINT or SIGTERM (Kopf stops
 gracefully; whatever they were doing resumes from the transcript next time). Cluster-wide by
 default, or only in the namespaces given with `--namespace`.
 
-Several replicas can run at once as Kopf peers: the one that started first works, the others
-stand by and take over when its keep-alive expires (`--peering`, default: use the `lestrade`
-peering object when its CRD exists, else run standalone). `--liveness` serves Kopf's health
+Several replicas can run at once. With `--replicas shared` (LESTRADE_REPLICAS=shared) they
+share the work: each holds a Lease (`membership.py`) and runs the objects it claims
+(`ownership.py`); Kopf peering is off. Otherwise (`standby`, the default, and the only mode for
+Job mode) they are Kopf peers: the one that started first works, the others stand by and take
+over when its keep-alive expires (`--peering`, default: use the `lestrade` peering object when
+its CRD exists, else run standalone). `--liveness` serves Kopf's health
 endpoint for a liveness probe; `LESTRADE_METRICS_PORT` the Prometheus metrics (`metrics.py`).
 """
 
@@ -26,11 +29,13 @@ import kopf
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.kube import Kube
 
 from .admission import install_admission_policy
 from .requester_policy import install_requester_policy
 from .context import build_engine
 from .handlers import OperatorContext, build_registry, configure_kopf
+from .membership import Membership
 from .selection import configure_selection, crd_selects_phase
 from .metrics import serve as serve_metrics
 from .engine import ToolsFactory
@@ -91,7 +96,19 @@ async def run_operator(
     if install_policy:
         await install_admission_policy(engine.kube)
         await install_requester_policy(engine.kube)
-    ctx = OperatorContext.create(engine)
+    membership = None
+    if settings.replicas == "shared":
+        # A client of its own: renewals must not queue behind the runs' requests for one of
+        # the shared connections (in a burst of 200 runs they waited seconds, and fenced).
+        lease_kube = Kube(engine.api_client, session_factory=session_factory)
+        membership = Membership(
+            lease_kube, namespace=settings.lease_namespace, group=settings.replica_group,
+            replica=settings.replica_name, duration=settings.lease_duration,
+            renew_deadline=settings.lease_renew_deadline, renew_interval=settings.lease_renew_interval,
+        )
+        await membership.start()
+        standalone = True  # the replicas share the work: none of them may stand by
+    ctx = OperatorContext.create(engine, membership)
     registry = build_registry(settings.job_mode)
 
     @kopf.on.login(registry=registry)
@@ -122,6 +139,9 @@ async def run_operator(
             ready_flag=ready_flag,
         )
     finally:
+        if membership is not None:  # the runs have stopped: the others may take over now
+            await membership.stop()
+            await membership.kube.aclose()
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         reaper.cancel()
@@ -142,6 +162,11 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     peering = parser.add_mutually_exclusive_group()
     peering.add_argument("--standalone", action="store_true", help="no peering with other replicas")
     peering.add_argument("--peering", metavar="NAME", help="peer with replicas through this peering object (mandatory)")
+    parser.add_argument(
+        "--replicas", choices=["standby", "shared"], default=None,
+        help="shared: replicas split the work (Leases and claims); standby: Kopf peering, one "
+        "works (LESTRADE_REPLICAS, default standby)",
+    )
     parser.add_argument("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
     parser.add_argument(
         "--liveness", metavar="URL", default=env.get("LESTRADE_OPERATOR_LIVENESS"),
@@ -165,7 +190,9 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     for noisy in ("kopf.objects", "LiteLLM", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
 
-    settings = OperatorSettings.from_env(concurrency=args.concurrency, job_mode=args.job_mode)
+    settings = OperatorSettings.from_env(
+        concurrency=args.concurrency, job_mode=args.job_mode, replicas=args.replicas
+    )
     namespaces = args.namespace or [
         ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
     ]

@@ -36,6 +36,7 @@ from lestrade.operator.agent import events as ev
 from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
+from lestrade.operator.agent.model import load_litellm
 from lestrade.operator.agent.model import ModelCallError
 from lestrade.operator.rlm import SandboxUnavailable
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
@@ -184,6 +185,7 @@ class _Attempt:
         tools = self._tools(registry)
         if isinstance(tools, str):
             return await fail(self.projection, self.recorder, "FrontendToolConflict", tools)
+        await load_litellm()  # in a thread: the Agent reads litellm's model info in the loop
         agent = self._agent(model, deadline, tools)
         self.meter = metrics.RunMeter(view.kind, self.ref.namespace, model.name, agent.tools.get)
         refusal = await self.engine.ledger.check(self.ref.namespace)

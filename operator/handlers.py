@@ -6,6 +6,8 @@ The same handlers are registered for both kinds:
   change handler); Kopf stops it promptly when the object is deleted, when the operator exits,
   when a peer with a higher priority takes over (standby replicas), and when the object has no
   work left (its filter stops matching; appending a turn starts a new daemon);
+- with shared replicas (`--replicas shared`), every replica has that daemon, but only the
+  replica that claimed the object supervises it (`ownership.py`);
 - an event handler wakes that daemon on every change (decisions arriving, turns appended, our
   own status landing); finished Investigations are not watched at all (`selection.py`: a
   field selector; one that finishes arrives as DELETED), their TTL has its own watch (`ttl.py`);
@@ -40,6 +42,8 @@ from lestrade.resources.views import KINDS, view_of
 from . import event_source, schedules
 from .engine import Engine
 from .jobs import RUN_UID_LABEL
+from .membership import Membership
+from .ownership import Ownership
 from .stopping import configure as configure_stopping
 from .stopping import run_until_stopped
 from .supervisor import Feeds, Supervisor
@@ -61,11 +65,14 @@ class OperatorContext:
     feeds: Feeds
     supervisor: Supervisor
     reaper: TtlReaper
+    ownership: Ownership | None = None
+    """Shared replicas (`--replicas shared`): runs only the objects this replica claims."""
 
     @classmethod
-    def create(cls, engine: Engine) -> OperatorContext:
+    def create(cls, engine: Engine, membership: Membership | None = None) -> OperatorContext:
         feeds = Feeds()
-        return cls(engine, feeds, Supervisor(engine, feeds), TtlReaper(engine.kube))
+        ownership = Ownership(engine, membership) if membership is not None else None
+        return cls(engine, feeds, Supervisor(engine, feeds), TtlReaper(engine.kube), ownership)
 
 
 def _has_work(body: kopf.Body, **_: Any) -> bool:
@@ -121,6 +128,8 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
             # (no finalizer holds the object for Kopf).
             ctx.feeds.deleted(uid)
         ctx.feeds.touch(uid)  # TTL timers have a watch of their own (ttl.py)
+        if ctx.ownership is not None:
+            ctx.ownership.touched(uid)
 
     async def run(
         body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any
@@ -135,7 +144,13 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         try:
             if gone.is_set():
                 return  # deleted before its daemon started: nothing to run
-            await run_until_stopped(ctx.supervisor.supervise(body, is_deleted), stopped, gone)
+            if ctx.ownership is None:
+                work = ctx.supervisor.supervise(body, is_deleted)
+            else:  # shared replicas: supervised only while this replica owns it
+                work = ctx.ownership.run(
+                    body, ctx.feeds.event(uid), lambda: ctx.supervisor.supervise(body, is_deleted)
+                )
+            await run_until_stopped(work, stopped, gone)
         finally:
             # Both only matter while the daemon runs (a new daemon rebuilds them).
             ctx.feeds.forget(uid)

@@ -27,11 +27,19 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
 | `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
 | `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
+| `LESTRADE_REPLICAS` | standby | `shared`: every replica runs objects it claims (ownership.py); `standby`: Kopf peering, one replica works |
+| `LESTRADE_REPLICA_NAME` | `POD_NAME`, else host-pid | this replica's name in its Lease and claims (shared mode); unique per live replica |
+| `LESTRADE_REPLICA_GROUP` | lestrade | the Leases of replicas that share work carry this label value (one group per release) |
+| `LESTRADE_LEASE_DURATION` | 20 | seconds without renewal after which a replica is dead for the others (shared mode) |
+| `LESTRADE_LEASE_RENEW_DEADLINE` | 10 | a replica that could not renew for this long stops its runs (shorter than the duration) |
+| `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
+| `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +140,28 @@ class OperatorSettings:
     (event_source.py): one listing and one status update per route per burst."""
     spend_ledger_namespace: str = "default"
     """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
+    replicas: str = "standby"
+    """`shared`: replicas split the objects between them (membership.py, ownership.py);
+    `standby`: Kopf peering, the others wait (kept for Job mode and existing installs)."""
+    replica_name: str = ""
+    """This replica's name (its Lease is `<group>-<name>`); empty: POD_NAME, else host-pid."""
+    replica_group: str = "lestrade"
+    """Replicas with the same group share the work; two releases in one namespace differ."""
+    lease_namespace: str = "default"
+    """Where the replicas' Leases live: the operator's namespace."""
+    lease_duration: float = 20.0
+    """Seconds without renewal before the others call a replica dead and take its objects
+    over: the bound on the takeover time (plus one renew interval to notice)."""
+    lease_renew_deadline: float = 10.0
+    """A replica that has not renewed for this long stops its runs; the gap to the duration
+    is the margin for that stop to finish before anyone else starts them (seconds on a
+    starved machine: measured up to ~5 s with a load of 12 on 2 cores)."""
+    lease_renew_interval: float = 3.0
+    """Seconds between renewals (and looks at the others' Leases): several tries fit in the
+    deadline, so one slow request does not fence a healthy replica."""
+    claim_handoff: float = 0.5
+    """Seconds a replica waits before claiming an object another live replica is preferred
+    for: bursts split without two claims racing for each object."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -169,8 +199,26 @@ class OperatorSettings:
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
+            "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
+            "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")
+            or f"{socket.gethostname()}-{os.getpid()}",
+            "replica_group": env.get("LESTRADE_REPLICA_GROUP") or "lestrade",
+            "lease_namespace": _own_namespace(env),
+            "lease_duration": float(env.get("LESTRADE_LEASE_DURATION", "20")),
+            "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
+            "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
+            "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:
             raise ValueError("LESTRADE_MAX_CONCURRENT_RUNS must be at least 1")
+        if values["replicas"] not in ("standby", "shared"):
+            raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {values['replicas']!r}")
+        if values["replicas"] == "shared" and values["job_mode"]:
+            raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
+        if not (0 < values["lease_renew_interval"] < values["lease_renew_deadline"] < values["lease_duration"]):
+            raise ValueError(
+                "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < "
+                "LESTRADE_LEASE_DURATION is required"
+            )
         return cls(**values)

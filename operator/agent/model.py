@@ -51,7 +51,14 @@ async def _load() -> None:
     if not _loaded.is_set():
         await asyncio.to_thread(_import)
 
-__all__ = ["RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds"]
+
+load_litellm = _load
+"""For callers that use litellm synchronously (the Agent's constructor reads the model's
+context window): awaited first, so the event loop never imports litellm itself (which blocked
+it for the whole import — seconds, 20 s on a starved machine — and made shared replicas miss
+their lease renewals)."""
+
+__all__ = ["load_litellm", "RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds"]
 
 
 @dataclass(frozen=True)

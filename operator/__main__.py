@@ -126,6 +126,14 @@ async def run_operator(
     configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_ttl_reaper(**_: Any) -> None:
+        # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
+        # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
+        reaper.cancel()
+        await asyncio.gather(reaper, return_exceptions=True)
+
     try:
         await kopf.operator(
             registry=registry,

@@ -79,6 +79,7 @@ async def run_operator(
     peering_name: str = "lestrade",
     mandatory_peering: bool = False,
     priority: int | None = None,
+    peering_lifetime: int = 20,
     liveness_endpoint: str | None = None,
     models: ModelList | None = None,
     api_client: k8s.ApiClient | None = None,
@@ -120,6 +121,7 @@ async def run_operator(
         kopf_settings,
         peering_name=peering_name,
         priority=default_priority() if priority is None else priority,
+        peering_lifetime=peering_lifetime,
     )
     kopf_settings.peering.mandatory = mandatory_peering
     selectable = await crd_selects_phase(engine.kube)
@@ -177,6 +179,12 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     )
     parser.add_argument("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
     parser.add_argument(
+        "--peering-lifetime", type=int, metavar="SECONDS",
+        default=int(env.get("LESTRADE_PEERING_LIFETIME", "20")),
+        help="standby: seconds without the active peer's keep-alive before another takes over "
+        "(LESTRADE_PEERING_LIFETIME, default 20)",
+    )
+    parser.add_argument(
         "--liveness", metavar="URL", default=env.get("LESTRADE_OPERATOR_LIVENESS"),
         help="serve Kopf's health endpoint, e.g. http://0.0.0.0:8081/healthz",
     )
@@ -190,6 +198,8 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     )
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
+    if args.peering_lifetime < 1:
+        parser.error("--peering-lifetime: must be at least 1 second")
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -212,6 +222,7 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
             peering_name=args.peering or env.get("LESTRADE_PEERING_NAME", "lestrade"),
             mandatory_peering=bool(args.peering),
             priority=args.priority,
+            peering_lifetime=args.peering_lifetime,
             liveness_endpoint=args.liveness,
             tools=tools,
             install_policy=args.install_admission_policy,

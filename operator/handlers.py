@@ -80,7 +80,8 @@ def _has_work(body: kopf.Body, **_: Any) -> bool:
 
 
 def configure_kopf(
-    settings: kopf.OperatorSettings, *, peering_name: str = "lestrade", priority: int = 0
+    settings: kopf.OperatorSettings, *, peering_name: str = "lestrade", priority: int = 0,
+    peering_lifetime: int = 20,
 ) -> None:
     """Kopf's settings for this operator (events, finalizer, persistence, throttling)."""
     # Our own milestone Events are posted by the attempt; Kopf only posts its warnings.
@@ -98,7 +99,8 @@ def configure_kopf(
     settings.networking.error_backoffs = (0.5, 1, 2, 5, 10)
     settings.peering.name = peering_name
     settings.peering.priority = priority
-    settings.peering.lifetime = 20
+    # How long a standby peer waits after the active one's last keep-alive before it takes over.
+    settings.peering.lifetime = peering_lifetime
     settings.peering.stealth = True
     settings.process.ultimate_exiting_timeout = 30
     configure_stopping(settings)  # a deleted object's daemon stops at once (stopping.py)

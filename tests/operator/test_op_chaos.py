@@ -58,7 +58,7 @@ def _approve_pending(api_client: k8s.ApiClient, namespace: str) -> None:
                     raise
 
 
-@pytest.mark.parametrize("seed", [7, 11])
+@pytest.mark.parametrize("seed", [7])  # one seed: each costs ~26 s of CI; six kills per seed
 def test_kill_nine_again_and_again_status_always_matches_the_transcript(
     cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
     scenario_name: str, tmp_path: Path, seed: int,

@@ -73,7 +73,8 @@ def test_standby_replica_takes_over_after_kill(
         Step(content="done", latency_ms=4000),
     ]))
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
-    peering = ["--peering", "lestrade"]
+    # A short keep-alive lifetime: the standby takes over within seconds (the chart's is 20 s).
+    peering = ["--peering", "lestrade", "--peering-lifetime", "8"]
     active = OperatorProcess(cluster, namespace, models, tmp_path / "active.log", extra_args=peering).start()
     create_inv(api_client, namespace, "first")
     assert wait_inv(api_client, namespace, "first", phase_is("Succeeded", "Failed"), timeout=90)["status"]["phase"] == "Succeeded"

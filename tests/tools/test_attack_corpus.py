@@ -228,7 +228,7 @@ async def test_the_probes_see_a_side_effect_when_one_happens(sandbox) -> None:
     assert (Path(str(sandbox["work"])) / "mark-0").exists()
     # the runner itself, past the policy, does reach the listener
     runner = BashRunner(_runner_env(sandbox), timeout=20)
-    await runner.run(parse_command(_concrete("kubectl -s URL get pods --request-timeout=5s", sandbox, 1)))
+    await runner.run(parse_command(_concrete("kubectl -s URL get pods --request-timeout=2s", sandbox, 1)))
     assert sandbox["server"].connections > 0
 
 

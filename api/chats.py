@@ -35,7 +35,7 @@ from .runs import RunCursor
 from .schemas import FrontendToolResult, ToolDecision
 
 __all__ = [
-    "ClientError", "ChatStore", "CREATED_BY_LABEL", "ENDPOINT_ANNOTATION", "apiserver_refusal",
+    "ClientError", "ChatStore", "CREATED_BY_LABEL", "ENDPOINT_ANNOTATION", "api_object", "apiserver_refusal",
     "check_model", "check_history", "check_images", "check_response_format",
 ]
 
@@ -48,6 +48,23 @@ IMPORTED_HEADER = (
     "only):\n"
 )
 
+
+
+def api_object(
+    kind: str, name: str, endpoint: str, writer: Kube | Acting | None, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The manifest of a resource the API creates for a caller: made by the API (label), through
+    which endpoint, and who asked (the requester annotations, true because written as the caller)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "labels": {CREATED_BY_LABEL: "lestrade-api"},
+            "annotations": {ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
+        },
+        "spec": spec,
+    }
 
 class ClientError(Exception):
     """A request the server cannot honour because of what the client sent."""
@@ -190,16 +207,9 @@ class ChatStore:
         if system_prompt:
             spec["systemPrompt"] = system_prompt
         try:
-            await (writer or self.kube).create(self._path(), {
-                "apiVersion": API_VERSION,
-                "kind": CONVERSATION_KIND,
-                "metadata": {
-                    "name": name,
-                    "labels": {CREATED_BY_LABEL: "lestrade-api"},
-                    "annotations": {ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
-                },
-                "spec": spec,
-            })
+            await (writer or self.kube).create(
+                self._path(), api_object(CONVERSATION_KIND, name, endpoint, writer, spec)
+            )
         except ApiException as exc:
             raise apiserver_refusal(exc, "body") from exc
         return RunCursor(CONVERSATION_PLURAL, self.namespace, name, turn=0)

@@ -23,10 +23,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from lestrade.kube import ApiException, resource_path
-from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
+from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL
 
-from .auth import authorize, requester_annotations, writer_for
-from .chats import CREATED_BY_LABEL, ENDPOINT_ANNOTATION
+from .auth import authorize, writer_for
+from .chats import api_object
 from .follow import ResourceGone, Snapshot
 from .harness_events import error_event, harness_events, run_id
 from .harness_relay import resolve_relay
@@ -107,16 +107,10 @@ async def chat(request: Request) -> Response:
     name = f"harness-{secrets.token_hex(8)}"
     writer = writer_for(request, svc.kube)
     try:
-        await writer.create(resource_path(CONVERSATION_PLURAL, svc.namespace), {
-            "apiVersion": API_VERSION,
-            "kind": CONVERSATION_KIND,
-            "metadata": {
-                "name": name,
-                "labels": {CREATED_BY_LABEL: "lestrade-api"},
-                "annotations": {ENDPOINT_ANNOTATION: ENDPOINT, **requester_annotations(writer)},
-            },
-            "spec": _spec(req),
-        })
+        await writer.create(
+            resource_path(CONVERSATION_PLURAL, svc.namespace),
+            api_object(CONVERSATION_KIND, name, ENDPOINT, writer, _spec(req)),
+        )
     except ApiException as exc:
         if exc.status in (400, 403, 422):
             return JSONResponse({"error": f"the session was refused: {exc.reason}: {exc.body}"}, status_code=400 if exc.status != 403 else 403)

@@ -15,10 +15,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from lestrade.kube import ApiException, resource_path
-from lestrade.resources import API_VERSION, INVESTIGATION_KIND, INVESTIGATION_PLURAL
+from lestrade.resources import INVESTIGATION_KIND, INVESTIGATION_PLURAL
 
-from .auth import authorize, requester_annotations, writer_for
-from .chats import CREATED_BY_LABEL, ENDPOINT_ANNOTATION, ClientError, apiserver_refusal, check_model
+from .auth import authorize, writer_for
+from .chats import ClientError, api_object, apiserver_refusal, check_model
 from .holmes_events import tool_calls_of
 from .streams import last_event, resumed_stream, stream
 from .runs import RunCursor
@@ -37,16 +37,10 @@ async def _create(request: Request, svc: Services, spec: dict[str, Any], endpoin
     name = f"api-{secrets.token_hex(8)}"
     writer = writer_for(request, svc.kube)
     try:
-        await writer.create(resource_path(INVESTIGATION_PLURAL, svc.namespace), {
-            "apiVersion": API_VERSION,
-            "kind": INVESTIGATION_KIND,
-            "metadata": {
-                "name": name,
-                "labels": {CREATED_BY_LABEL: "lestrade-api"},
-                "annotations": {ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
-            },
-            "spec": {**{k: v for k, v in spec.items() if v is not None}, "enableToolApproval": False},
-        })
+        await writer.create(resource_path(INVESTIGATION_PLURAL, svc.namespace), api_object(
+            INVESTIGATION_KIND, name, endpoint, writer,
+            {**{k: v for k, v in spec.items() if v is not None}, "enableToolApproval": False},
+        ))
     except ApiException as exc:
         raise apiserver_refusal(exc, "body") from exc
     return RunCursor(INVESTIGATION_PLURAL, svc.namespace, name)

@@ -183,16 +183,22 @@ def test_kill_9_of_the_owner_moves_its_runs_and_a_decision_made_meanwhile_acts_o
     assert_status_matches_transcript(api_client, approving)
 
 
+def solo_replica(namespace: str) -> tuple[str, dict[str, Any]]:
+    """A lone shared replica in a group of its own: a long lease (nothing expires by itself in
+    the test) renewed often (a refused renewal is noticed at once)."""
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    return group, {"replicas": "shared", "replica_name": "solo", "replica_group": group,
+                   "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
+                   "lease_renew_interval": 0.5}
+
+
 def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_new_epoch(
     cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
     scenario_name: str,
 ) -> None:
     steps = [Step(content="late answer", latency_ms=60_000)]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-    group = f"g-{uuid.uuid4().hex[:6]}"
-    settings = {"replicas": "shared", "replica_name": "solo", "replica_group": group,
-                "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
-                "lease_renew_interval": 0.5}
+    group, settings = solo_replica(namespace)
     coord = k8s.CoordinationV1Api(api_client)
     with OperatorThread(cluster, namespace, model_list(model_server, scenario_name), **settings):
         create_inv(api_client, namespace, "fenced")
@@ -224,10 +230,7 @@ def test_a_rewritten_claim_stops_the_owners_run(
     # resumes (the interrupted call asked once more) — never two runs at a time.
     steps = [Step(content="late answer", latency_ms=60_000)]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-    group = f"g-{uuid.uuid4().hex[:6]}"
-    settings = {"replicas": "shared", "replica_name": "solo", "replica_group": group,
-                "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
-                "lease_renew_interval": 0.5}
+    group, settings = solo_replica(namespace)
     with OperatorThread(cluster, namespace, model_list(model_server, scenario_name), **settings):
         create_inv(api_client, namespace, "rewritten")
         wait_until("the model call", lambda: steps_requested(model_server, scenario_name)[0] >= 1, timeout=90)

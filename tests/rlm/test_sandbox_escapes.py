@@ -217,13 +217,18 @@ async def test_a_memory_bomb_fails_inside_the_repl() -> None:
     assert after.stdout.strip() == "'still here'"  # the REPL survived with its state
 
 
+BLOCK_FOREVER = "import os\n_r, _w = os.pipe()\nos.read(_r, 1)"
+"""Code that waits until the REPL is ended: a read of a pipe nobody writes to."""
+
+
 async def test_an_infinite_loop_is_ended_by_the_wall_clock() -> None:
     limits = SandboxLimits(wall_seconds=1.0)
     async with Repl(limits) as repl:
         pid = repl.pid
         looped = await repl.execute("while True:\n    pass", Calls())
         assert pid is not None and not _alive(pid)
-        slept = await repl.execute("import time\ntime.sleep(60)", Calls())
+        # Blocks without using CPU (a read of a pipe nobody writes): only the wall clock ends it.
+        slept = await repl.execute(BLOCK_FOREVER, Calls())
         fresh = await repl.execute("print('fresh')", Calls())
     for result in (looped, slept):
         assert result.ended and "timed out after 1 s" in (result.error or ""), result
@@ -322,8 +327,8 @@ async def test_a_forged_frame_ends_the_repl_and_unknown_functions_are_refused() 
     calls = Calls()
     async with Repl() as repl:
         unknown = await repl.execute("import __main__\n__main__._call('delete_everything', {})", calls)
-        huge = await repl.execute("import __main__, os, struct\nos.write(__main__._OUT, struct.pack('>I', 2**31))\nimport time\ntime.sleep(30)", calls)
-        garbage = await repl.execute("import __main__, os\nos.write(__main__._OUT, b'\\x00\\x00\\x00\\x05nope!')\nimport time\ntime.sleep(30)", calls)
+        huge = await repl.execute("import __main__, os, struct\nos.write(__main__._OUT, struct.pack('>I', 2**31))\n" + BLOCK_FOREVER, calls)
+        garbage = await repl.execute("import __main__, os\nos.write(__main__._OUT, b'\\x00\\x00\\x00\\x05nope!')\n" + BLOCK_FOREVER, calls)
     assert failed_with(unknown, "ToolError") and "no function 'delete_everything'" in (unknown.error or "")
     assert calls.seen == []
     assert huge.ended and "broke the protocol" in (huge.error or ""), huge
@@ -339,7 +344,7 @@ async def test_hostile_frames_cannot_crash_the_operator() -> None:
     }
     async with Repl() as repl:
         for name, payload in frames.items():
-            code = f"import __main__, os, struct, time\ndata = ({payload}).encode()\nos.write(__main__._OUT, struct.pack('>I', len(data)) + data)\ntime.sleep(30)"
+            code = f"import __main__, os, struct\ndata = ({payload}).encode()\nos.write(__main__._OUT, struct.pack('>I', len(data)) + data)\n{BLOCK_FOREVER}"
             result = await repl.execute(code, Calls())
             assert result.ended and "broke the protocol" in (result.error or ""), (name, result)
         odd = await repl.execute("print('\\ud800 lone surrogate')", Calls())

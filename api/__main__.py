@@ -10,8 +10,8 @@ from kubernetes import config as k8s_config
 
 from lestrade.config import api_bind
 
-from .app import create_app
-from .auth import auth_enabled
+from lestrade.api.app import create_app
+from lestrade.api.base.auth import auth_enabled
 
 
 def main() -> None:

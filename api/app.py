@@ -1,5 +1,5 @@
 """The FastAPI application: health, readiness, and the HolmesGPT-compatible endpoints
-(`routes_chat.py`, `routes_investigate.py`), all backed by the same custom resources the
+(`holmes/`), the other reference documents' packages (`hosted/`, `harness/`, `contexts/`), all backed by the same custom resources the
 operator works on."""
 
 from __future__ import annotations
@@ -15,17 +15,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from . import console, routes_alertmanager, routes_chat, routes_contexts, routes_harness, routes_hosted, routes_investigate
-from .auth import AuthMiddleware, TokenAuthenticator, load_api_keys
-from .chats import ChatStore, ClientError
-from .contexts import ContextStore
-from .follow import Follower, TranscriptCache
-from .hosted import HostedSettings
-from .limits import DEFAULT_MAX_BODY, RequestLimits
-from .services import Services
-from .sse import KEEPALIVE_SECONDS
-from .streams import ClientGone
-from .watch import SharedWatch
+from lestrade.api.console import routes as console
+from lestrade.api import alertmanager as routes_alertmanager
+from lestrade.api.holmes import routes_chat
+from lestrade.api.contexts import routes as routes_contexts
+from lestrade.api.harness import routes as routes_harness
+from lestrade.api.hosted import routes as routes_hosted
+from lestrade.api.holmes import routes_investigate
+from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
+from lestrade.api.holmes.chats import ChatStore, ClientError
+from lestrade.api.contexts.store import ContextStore
+from lestrade.api.base.follow import Follower, TranscriptCache
+from lestrade.api.hosted.accounts import HostedSettings
+from lestrade.api.base.limits import DEFAULT_MAX_BODY, RequestLimits
+from lestrade.api.holmes.services import Services
+from lestrade.api.holmes.sse import KEEPALIVE_SECONDS
+from lestrade.api.holmes.streams import ClientGone
+from lestrade.api.base.watch import SharedWatch
 
 __all__ = ["create_app"]
 

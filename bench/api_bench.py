@@ -43,7 +43,7 @@ from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
-from lestrade.resources.transcript import RecordType, Transcript  # noqa: E402
+from lestrade.runs.transcript import RecordType, Transcript  # noqa: E402
 from operator_bench import ModelServerProcess, new_namespace  # noqa: E402
 from opkit import OperatorProcess, write_model_list  # noqa: E402
 

@@ -51,9 +51,9 @@ from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
 from lestrade.operator.agent import Agent, Limits, PromptConfig  # noqa: E402
-from lestrade.operator.tools import k8s_api  # noqa: E402
+from lestrade.operator.tools.kubernetes import api as k8s_api
 from lestrade.operator.tools.base import ToolRegistry, Toolset  # noqa: E402
-from lestrade.operator.tools.kubernetes import kubernetes_toolset  # noqa: E402
+from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
 from operator_bench import Echo, ModelServerProcess, new_namespace, rss_kib, watch_until_done  # noqa: E402
 from opkit import GROUP, PLURAL, VERSION, OperatorProcess, OperatorThread, investigation, model_list, write_model_list  # noqa: E402

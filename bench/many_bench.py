@@ -52,7 +52,7 @@ from opkit import GROUP, PLURAL, VERSION, OperatorProcess, investigation  # noqa
 
 ANALYSIS = ("The pod web-1 restarts because its container exceeds its 64Mi memory limit "
             "(OOMKilled, exit code 137). Raise the limit or fix the leak. ") * 8  # ~1 KiB
-TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"  # lestrade.resources.transcript's labels
+TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"  # lestrade.runs.transcript's labels
 CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 TARGET_RSS_MIB = 150
 TARGET_START_S = 2.0

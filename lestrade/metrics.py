@@ -1,6 +1,6 @@
 """Prometheus metrics shared by the operator and the API: the Kubernetes request layer
 (`lestrade.kube`) and the API's open SSE streams. The operator's own (runs, model calls,
-tools, approvals) are in `lestrade.operator.metrics`; both register in prometheus-client's
+tools, approvals) are in `lestrade.operator.base.metrics`; both register in prometheus-client's
 default registry, which each process serves on `/metrics` (README: "Metrics").
 
 Hot paths take their label children from small caches: `Counter.labels()` takes a lock and

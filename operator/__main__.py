@@ -31,15 +31,15 @@ from kubernetes import client as k8s
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
-from .admission import install_admission_policy
-from .requester_policy import install_requester_policy
-from .context import build_engine
-from .handlers import OperatorContext, build_registry, configure_kopf
-from .membership import Membership
-from .selection import configure_selection, crd_selects_phase
-from .metrics import serve as serve_metrics
-from .engine import ToolsFactory
-from .settings import OperatorSettings
+from lestrade.operator.admission.decisions import install_admission_policy
+from lestrade.operator.admission.requester import install_requester_policy
+from lestrade.operator.context import build_engine
+from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
+from lestrade.operator.replicas.membership import Membership
+from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
+from lestrade.operator.base.metrics import serve as serve_metrics
+from lestrade.operator.base.engine import ToolsFactory
+from lestrade.operator.base.settings import OperatorSettings
 
 __all__ = ["run_operator", "main", "default_priority"]
 

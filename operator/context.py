@@ -17,10 +17,10 @@ from lestrade.resources.tenancy import RunScope
 from lestrade.operator.tools import ToolRegistry, default_registry
 
 from lestrade.kube import Kube, make_api_client
-from .engine import Engine, ToolsFactory
-from .settings import OperatorSettings
-from .scope_identity import ScopeIdentities
-from .tools_identity import ToolsIdentity, parse_service_account
+from lestrade.operator.base.engine import Engine, ToolsFactory
+from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.tenancy.scope_identity import ScopeIdentities
+from lestrade.operator.tenancy.tools_identity import ToolsIdentity, parse_service_account
 
 __all__ = ["build_engine", "default_tools", "ScopedTools"]
 
@@ -32,7 +32,7 @@ class ScopedTools:
 
     With `tools_service_account`, cluster-wide runs act as that read-only account; with
     `scopes_namespace` too, every other run acts as an account bound to its scope's namespaces
-    only (`scope_identity.py`). Identities are minted with the operator's client once per
+    only (`tenancy/scope_identity.py`). Identities are minted with the operator's client once per
     process and renewed as they age; only the write tools, which always wait for approval, act
     with the operator's own client.
     """

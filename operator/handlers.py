@@ -37,17 +37,18 @@ import kopf
 from kopf._core.intents import handlers as kopf_handlers
 
 from lestrade.resources.constants import GROUP, VERSION
-from lestrade.resources.views import KINDS, view_of
+from lestrade.runs.views import KINDS, view_of
 
-from . import event_source, schedules
-from .engine import Engine
-from .jobs import RUN_UID_LABEL
-from .membership import Membership
-from .ownership import Ownership
-from .stopping import configure as configure_stopping
-from .stopping import run_until_stopped
-from .supervisor import Feeds, Supervisor
-from .ttl import TtlReaper
+from lestrade.operator.triggers import event_source
+from lestrade.operator.triggers import schedules
+from lestrade.operator.base.engine import Engine
+from lestrade.operator.runs.jobs import RUN_UID_LABEL
+from lestrade.operator.replicas.membership import Membership
+from lestrade.operator.replicas.ownership import Ownership
+from lestrade.operator.runs.stopping import configure as configure_stopping
+from lestrade.operator.runs.stopping import run_until_stopped
+from lestrade.operator.runs.supervisor import Feeds, Supervisor
+from lestrade.operator.runs.ttl import TtlReaper
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
 

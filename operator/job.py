@@ -15,10 +15,10 @@ import logging
 import sys
 
 from lestrade.resources.constants import INVESTIGATION_KIND
-from lestrade.resources.views import KINDS
+from lestrade.runs.views import KINDS
 
-from .engine import ToolsFactory
-from .settings import OperatorSettings
+from lestrade.operator.base.engine import ToolsFactory
+from lestrade.operator.base.settings import OperatorSettings
 
 __all__ = ["main"]
 
@@ -31,9 +31,9 @@ async def _run(
     from lestrade.config import load_model_list
     from lestrade.kube import is_not_found, resource_path
 
-    from .attempt import run_attempt
-    from .context import build_engine
-    from .recorder import EventRecorder
+    from lestrade.operator.runs.attempt import run_attempt
+    from lestrade.operator.context import build_engine
+    from lestrade.operator.base.recorder import EventRecorder
 
     engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
     view_class = KINDS[kind]

@@ -2,6 +2,8 @@
 
     lestrade.api → lestrade.resources ← lestrade.operator → lestrade.operator.agent → lestrade.operator.tools
 
+and, inside each, the packages' layers (the contracts in pyproject.toml say which).
+
 `lestrade.operator` and `lestrade.api` live in the folders operator/ and api/ (setup.py maps
 them), and import-linter finds modules by walking the top-level package's folder, so through the
 editable install it would see neither. The test therefore lays the installed packages out as a
@@ -55,15 +57,21 @@ def test_the_import_contracts_are_kept(tmp_path: Path) -> None:
 
 
 def test_a_forbidden_import_is_caught(tmp_path: Path) -> None:
-    """The check sees inside operator/ and api/: an API module importing the operator, and a
-    tool importing the agent engine, break their contracts."""
+    """The check sees inside operator/ and api/ and their packages: an API module importing the
+    operator, a tool importing the agent engine, the operator's base importing a run, and what
+    every endpoint shares importing HolmesGPT's chat core each break their contracts."""
     view = _package_view(tmp_path)
-    (view / "lestrade" / "api" / "layer_probe.py").write_text("from lestrade.operator import attempt\n")
-    (view / "lestrade" / "operator" / "tools" / "layer_probe.py").write_text(
+    lestrade = view / "lestrade"
+    (lestrade / "api" / "base" / "layer_probe.py").write_text("from lestrade.operator.runs import attempt\n")
+    (lestrade / "api" / "base" / "chat_probe.py").write_text("from lestrade.api.holmes import chats\n")
+    (lestrade / "operator" / "tools" / "bash" / "layer_probe.py").write_text(
         "from lestrade.operator.agent import loop\n"
     )
+    (lestrade / "operator" / "base" / "layer_probe.py").write_text("from lestrade.operator.runs import supervisor\n")
     result = _lint_imports(view)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "lestrade.api.layer_probe -> lestrade.operator.attempt" in result.stdout
-    assert "lestrade.operator.tools.layer_probe -> lestrade.operator.agent.loop" in result.stdout
-    assert "2 broken" in result.stdout
+    assert "lestrade.api.base.layer_probe -> lestrade.operator.runs.attempt" in result.stdout
+    assert "lestrade.api.base.chat_probe -> lestrade.api.holmes.chats" in result.stdout
+    assert "lestrade.operator.tools.bash.layer_probe -> lestrade.operator.agent.loop" in result.stdout
+    assert "lestrade.operator.base.layer_probe -> lestrade.operator.runs.supervisor" in result.stdout
+    assert "3 broken" in result.stdout

@@ -1,8 +1,8 @@
 """A real local Kubernetes control plane built from pinned Go modules (see `build`, `cluster`)."""
 
-from .build import BuildError, binary_path, cache_root, ensure_binaries
-from .cluster import ExternalCluster, LocalCluster
-from .processes import StartupError
+from lestrade.localcluster.build import BuildError, binary_path, cache_root, ensure_binaries
+from lestrade.localcluster.cluster import ExternalCluster, LocalCluster
+from lestrade.localcluster.processes import StartupError
 
 __all__ = [
     "BuildError",

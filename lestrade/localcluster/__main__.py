@@ -13,11 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from .build import BuildError, cache_root, ensure_binaries
-from .cluster import LocalCluster
-from .processes import StartupError
-from .prometheus import PROMETHEUS_VERSION, PrometheusBuildError, ensure_prometheus
-from .versions import COMPONENTS
+from lestrade.localcluster.build import BuildError, cache_root, ensure_binaries
+from lestrade.localcluster.cluster import LocalCluster
+from lestrade.localcluster.processes import StartupError
+from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError, ensure_prometheus
+from lestrade.localcluster.versions import COMPONENTS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .versions import COMPONENTS, Component
+from lestrade.localcluster.versions import COMPONENTS, Component
 
 __all__ = [
     "BuildError", "cache_root", "binary_path", "build_only", "ensure_binaries", "ensure_component",

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
-from .build import ensure_binaries
-from .kubeconfig import write_kubeconfig
-from .pki import ClusterPKI, create_pki
-from .processes import ManagedProcess, StartupError, wait_until
-from .serviceaccounts import ServiceAccountTokens
-from .simlogs import LogSimulator
+from lestrade.localcluster.build import ensure_binaries
+from lestrade.localcluster.kubeconfig import write_kubeconfig
+from lestrade.localcluster.pki import ClusterPKI, create_pki
+from lestrade.localcluster.processes import ManagedProcess, StartupError, wait_until
+from lestrade.localcluster.serviceaccounts import ServiceAccountTokens
+from lestrade.localcluster.simlogs import LogSimulator
 
 __all__ = ["LocalCluster", "ExternalCluster", "StartupError", "KWOK_NODE_ANNOTATION"]
 
@@ -154,7 +154,7 @@ class LocalCluster(ServiceAccountTokens):
             "--allow-privileged=true",
             "--profiling=false",
             # MutatingAdmissionPolicy (beta in 1.35, off by default) records who created each
-            # Investigation/Conversation (lestrade.operator.requester_policy).
+            # Investigation/Conversation (lestrade.operator.admission.requester).
             "--feature-gates=MutatingAdmissionPolicy=true",
             "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
             "--v=0",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from .build import cache_root
+from lestrade.localcluster.build import cache_root
 
 __all__ = [
     "PROMETHEUS_MODULE",

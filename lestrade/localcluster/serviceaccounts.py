@@ -13,7 +13,7 @@ from pathlib import Path
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from .kubeconfig import write_kubeconfig
+from lestrade.localcluster.kubeconfig import write_kubeconfig
 
 __all__ = ["ServiceAccountTokens"]
 

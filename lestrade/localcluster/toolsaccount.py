@@ -94,7 +94,7 @@ def ensure_tools_account(api_client: k8s.ApiClient, namespace: str = "default",
 
 def ensure_scope_policy(api_client: k8s.ApiClient, grants: list[dict[str, Any]],
                         namespace: str = "default", name: str = "lestrade-scope-policy") -> str:
-    """Writes the scope policy ConfigMap (operator/scopes.py); returns `namespace/name` for
+    """Writes the scope policy ConfigMap (operator/tenancy/scopes.py); returns `namespace/name` for
     LESTRADE_SCOPE_POLICY."""
     core = k8s.CoreV1Api(api_client)
     body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name),

@@ -22,9 +22,9 @@ from kubernetes.config.config_exception import ConfigException
 
 from lestrade.kube import ApiException
 
-from .commands import COMMANDS, ExitCode, UsageError
-from .follow import Gone
-from .session import NotFound, Session
+from lestrade.plugin.commands import COMMANDS, ExitCode, UsageError
+from lestrade.plugin.follow import Gone
+from lestrade.plugin.session import NotFound, Session
 
 __all__ = ["main", "parser"]
 

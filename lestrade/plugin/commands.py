@@ -12,14 +12,14 @@ from typing import Any
 
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
-from lestrade.resources.summary import run_summary, timeline, turn_start
-from lestrade.resources.transcript import Transcript
-from lestrade.resources.views import view_of
+from lestrade.runs.summary import run_summary, timeline, turn_start
+from lestrade.runs.transcript import Transcript
+from lestrade.runs.views import view_of
 
-from .alerts import alert_spec
-from .follow import Outcome, follow
-from .output import age, clean, dump, item_lines, page, pending_lines, spinner, table
-from .session import Session
+from lestrade.plugin.alerts import alert_spec
+from lestrade.plugin.follow import Outcome, follow
+from lestrade.plugin.output import age, clean, dump, item_lines, page, pending_lines, spinner, table
+from lestrade.plugin.session import Session
 
 __all__ = ["ExitCode", "UsageError", "COMMANDS"]
 

@@ -20,11 +20,11 @@ import aiohttp
 from lestrade.kube import ApiException, is_not_found, resource_path
 from lestrade.resources import CONVERSATION_KIND
 from lestrade.resources.common import FINISHED_PHASES
-from lestrade.resources.summary import timeline, turn_start
-from lestrade.resources.transcript import Transcript, TranscriptState
-from lestrade.resources.views import view_of
+from lestrade.runs.summary import timeline, turn_start
+from lestrade.runs.transcript import Transcript, TranscriptState
+from lestrade.runs.views import view_of
 
-from .session import Session
+from lestrade.plugin.session import Session
 
 __all__ = ["Outcome", "Gone", "follow", "turn_phase", "WATCH_SECONDS"]
 

@@ -10,7 +10,7 @@ until they are served; `python -m lestrade.resources.generate` writes them to `c
 the chart.
 """
 
-from .common import (
+from lestrade.resources.common import (
     Condition,
     ConditionStatus,
     Decision,
@@ -24,7 +24,7 @@ from .common import (
     parse_duration,
     set_condition,
 )
-from .constants import (
+from lestrade.resources.constants import (
     API_VERSION,
     CATEGORY,
     CONDITION_ANSWERED,
@@ -41,7 +41,7 @@ from .constants import (
     INVESTIGATION_SINGULAR,
     VERSION,
 )
-from .conversation import (
+from lestrade.resources.conversation import (
     CompactionPolicy,
     ContextSettings,
     Conversation,
@@ -51,9 +51,9 @@ from .conversation import (
     Turn,
     TurnStatus,
 )
-from .crd import crd_manifest, crd_manifests, crd_name
-from .install import install_crds, wait_established
-from .investigation import (
+from lestrade.resources.crd import crd_manifest, crd_manifests, crd_name
+from lestrade.resources.install import install_crds, wait_established
+from lestrade.resources.investigation import (
     Investigation,
     InvestigationPhase,
     InvestigationSpec,

@@ -21,15 +21,15 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from .common import (
+from lestrade.resources.common import (
     DURATION_PATTERN,
     Condition,
     WireModel,
     cel_rule,
     parse_duration,
 )
-from .constants import ALERTROUTE_KIND, API_VERSION
-from .investigation import MAX_STEPS_LIMIT, SectionText
+from lestrade.resources.constants import ALERTROUTE_KIND, API_VERSION
+from lestrade.resources.investigation import MAX_STEPS_LIMIT, SectionText
 
 __all__ = [
     "MatchOperator",

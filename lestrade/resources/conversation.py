@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from .common import (
+from lestrade.resources.common import (
     PRESERVE_UNKNOWN,
     Condition,
     Decision,
@@ -31,8 +31,8 @@ from .common import (
     WireModel,
     cel_rule,
 )
-from .tenancy import Requester, RunScope
-from .constants import API_VERSION, CONVERSATION_KIND
+from lestrade.resources.tenancy import Requester, RunScope
+from lestrade.resources.constants import API_VERSION, CONVERSATION_KIND
 
 __all__ = [
     "ConversationPhase",

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .alertroute import AlertRouteSpec, AlertRouteStatus, route_name_rule
-from .constants import (
+from lestrade.resources.alertroute import AlertRouteSpec, AlertRouteStatus, route_name_rule
+from lestrade.resources.constants import (
     ALERTROUTE_KIND,
     ALERTROUTE_PLURAL,
     ALERTROUTE_SHORT_NAME,
@@ -36,16 +36,16 @@ from .constants import (
     INVESTIGATION_SINGULAR,
     VERSION,
 )
-from .conversation import ConversationSpec, ConversationStatus
-from .investigation import (
+from lestrade.resources.conversation import ConversationSpec, ConversationStatus
+from lestrade.resources.investigation import (
     SELECTABLE_FIELDS,
     InvestigationSpec,
     InvestigationStatus,
     finished_is_final_rule,
     immutability_rule,
 )
-from .scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
-from .schema import structural_schema
+from lestrade.resources.scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
+from lestrade.resources.schema import structural_schema
 
 __all__ = ["CrdDefinition", "DEFINITIONS", "crd_manifest", "crd_manifests", "crd_name"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .crd import DEFINITIONS, crd_manifest
+from lestrade.resources.crd import DEFINITIONS, crd_manifest
 
 __all__ = ["OUTPUT_DIRS", "HEADER", "render", "expected_files", "stale_files", "write", "main"]
 

@@ -14,8 +14,8 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from .crd import crd_manifests
-from .rest import request_json
+from lestrade.resources.crd import crd_manifests
+from lestrade.resources.rest import request_json
 
 __all__ = ["install_crds", "wait_established", "CrdNotEstablished"]
 

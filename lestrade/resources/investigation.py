@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from .common import (
+from lestrade.resources.common import (
     DURATION_PATTERN,
     PRESERVE_UNKNOWN,
     Condition,
@@ -28,8 +28,8 @@ from .common import (
     cel_rule,
     parse_duration,
 )
-from .tenancy import Requester, RunScope
-from .constants import API_VERSION, INVESTIGATION_KIND
+from lestrade.resources.tenancy import Requester, RunScope
+from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 
 __all__ = [
     "InvestigationPhase",

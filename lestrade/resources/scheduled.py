@@ -1,7 +1,7 @@
 """The ScheduledInvestigation resource: an Investigation on a cron schedule, like a CronJob.
 
 E.g. a daily "is the cluster healthy?" whose sections give a structured result. The operator
-(`lestrade.operator.schedules`) creates one Investigation per scheduled time, named after the
+(`lestrade.operator.triggers.schedules`) creates one Investigation per scheduled time, named after the
 schedule and the time (so a restart or a second operator never creates it twice), follows the
 concurrency policy, and keeps the configured history. After a restart, missed times are handled
 as a CronJob handles them: only the most recent one is started, and only within
@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .common import Condition, WireModel, cel_rule
-from .constants import API_VERSION, SCHEDULED_KIND
-from .investigation import InvestigationSpec
+from lestrade.resources.common import Condition, WireModel, cel_rule
+from lestrade.resources.constants import API_VERSION, SCHEDULED_KIND
+from lestrade.resources.investigation import InvestigationSpec
 
 __all__ = [
     "ScheduledInvestigationSpec",

@@ -3,7 +3,7 @@
 The requester is recorded at admission in two annotations of the Investigation or
 Conversation (a MutatingAdmissionPolicy writes them from `request.userInfo`; a
 ValidatingAdmissionPolicy refuses any other value and any later change, see
-`lestrade.operator.requester_policy`), so the person asking cannot name someone else. The
+`lestrade.operator.admission.requester`), so the person asking cannot name someone else. The
 operator copies them into `status.requester`, decides the run's scope from them and the
 cluster admin's scope policy, and records that in `status.scope`.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .common import WireModel
+from lestrade.resources.common import WireModel
 
 __all__ = [
     "REQUESTED_BY_ANNOTATION",

@@ -12,17 +12,17 @@ Shared by every trigger so they agree on matching, naming and limits:
   with optimistic concurrency on the route's status, create, count, record resolutions.
 """
 
-from .alerts import Alert, fingerprint_of
-from .dispatch import DispatchResult, Dispatcher, RouteOutcome
-from .matching import CompiledRoute, RouteError, compile_route
-from .naming import (
+from lestrade.triggers.alerts import Alert, fingerprint_of
+from lestrade.triggers.dispatch import DispatchResult, Dispatcher, RouteOutcome
+from lestrade.triggers.matching import CompiledRoute, RouteError, compile_route
+from lestrade.triggers.naming import (
     ALERT_FINGERPRINT_LABEL,
     ALERT_RESOLVED_ANNOTATION,
     ALERT_ROUTE_LABEL,
     ALERT_STARTS_AT_ANNOTATION,
     investigation_name,
 )
-from .templates import TemplateError, check_template, render_template
+from lestrade.triggers.templates import TemplateError, check_template, render_template
 
 __all__ = [
     "Alert",

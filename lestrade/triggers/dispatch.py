@@ -44,9 +44,9 @@ from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import ALERTROUTE_PLURAL
 from lestrade.timefmt import to_iso
 
-from .alerts import Alert
-from .matching import CompiledRoute, RouteError, compile_route
-from .naming import (
+from lestrade.triggers.alerts import Alert
+from lestrade.triggers.matching import CompiledRoute, RouteError, compile_route
+from lestrade.triggers.naming import (
     ALERT_FINGERPRINT_LABEL,
     ALERT_RESOLVED_ANNOTATION,
     ALERT_ROUTE_LABEL,
@@ -55,7 +55,7 @@ from .naming import (
     investigation_name,
     window_index,
 )
-from .templates import render_template
+from lestrade.triggers.templates import render_template
 
 __all__ = ["Dispatcher", "DispatchResult", "RouteOutcome", "Creator", "CONDITION_READY"]
 

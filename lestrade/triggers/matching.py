@@ -16,7 +16,7 @@ import re2
 
 from lestrade.resources.alertroute import AlertRoute, Matcher
 
-from .templates import TemplateError, check_template
+from lestrade.triggers.templates import TemplateError, check_template
 
 __all__ = ["CompiledRoute", "RouteError", "compile_route", "compile_matcher"]
 

@@ -8,7 +8,7 @@ import hashlib
 import math
 from datetime import datetime
 
-from .alerts import Alert
+from lestrade.triggers.alerts import Alert
 
 __all__ = [
     "ALERT_ROUTE_LABEL",

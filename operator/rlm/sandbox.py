@@ -6,7 +6,7 @@ any code, with three kernel mechanisms that work unprivileged, both on a develop
 in the chart's pod (non-root, no capabilities, the container runtime's default seccomp profile,
 which rules out user namespaces and so bubblewrap and nsjail):
 
-- Landlock (`lestrade.operator.tools.sandbox.ToolSandbox`, the bash tool's confinement, built
+- Landlock (`lestrade.operator.tools.bash.sandbox.ToolSandbox`, the bash tool's confinement, built
   here with other paths): read (and execute) only the interpreter, its standard library without
   `site-packages`, and the system library folders it loads shared objects from; write nowhere;
   no TCP connect or bind (ABI 4+); no signals to, or abstract unix sockets of, processes outside
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lestrade.operator.rlm.seccomp import DENIED_CALLS, EXEC_CALLS, SeccompProgram, compile_filter, seccomp_available
-from lestrade.operator.tools.sandbox import ToolSandbox
+from lestrade.operator.tools.bash.sandbox import ToolSandbox
 
 __all__ = ["SandboxLimits", "SandboxUnavailable", "ReplSandbox", "repl_sandbox"]
 

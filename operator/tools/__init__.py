@@ -6,8 +6,8 @@ elsewhere should be passed through `redact` by their caller too.
 """
 
 from lestrade.operator.tools.base import Tool, ToolOutput, ToolRegistry, Toolset, ToolStatus
-from lestrade.operator.tools.bash import bash_toolset
-from lestrade.operator.tools.kubernetes import kubernetes_toolset
+from lestrade.operator.tools.bash.tool import bash_toolset
+from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 from lestrade.operator.tools.prometheus import prometheus_toolset
 from lestrade.operator.tools.redact import redact
 from lestrade.operator.tools.registry import default_registry

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import ToolOutput, Toolset
+from lestrade.operator.tools.base import ToolOutput, Toolset
 
 __all__ = ["FrontendTool", "frontend_toolset", "call_key"]
 

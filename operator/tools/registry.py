@@ -17,8 +17,8 @@ from pathlib import Path
 from kubernetes.client import ApiClient
 
 from lestrade.operator.tools.base import ToolRegistry
-from lestrade.operator.tools.bash import bash_toolset
-from lestrade.operator.tools.kubernetes import kubernetes_toolset
+from lestrade.operator.tools.bash.tool import bash_toolset
+from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 from lestrade.operator.tools.prometheus import prometheus_toolset
 from lestrade.operator.tools.runbooks import runbooks_toolset
 from lestrade.operator.tools.todo import todo_toolset

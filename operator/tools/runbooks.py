@@ -27,7 +27,7 @@ from kubernetes.client import ApiClient
 
 from lestrade.operator.tools.base import ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, schema
-from lestrade.operator.tools.k8s_api import KubeApi, KubeError
+from lestrade.operator.tools.kubernetes.api import KubeApi, KubeError
 
 __all__ = ["RUNBOOK_LABEL", "Runbook", "load_runbook_dir", "builtin_runbooks", "runbooks_toolset"]
 

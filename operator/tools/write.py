@@ -13,7 +13,7 @@ from kubernetes.client import ApiClient
 
 from lestrade.operator.tools.base import Tool, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
-from lestrade.operator.tools.k8s_api import KubeApi
+from lestrade.operator.tools.kubernetes.api import KubeApi
 
 __all__ = ["write_toolset", "RESTARTED_AT"]
 

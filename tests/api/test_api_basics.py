@@ -34,7 +34,7 @@ def test_readyz_reports_missing_crds(cluster) -> None:
     """Against resources that do not exist the API stays unready and says why."""
     with cluster.api_client() as api:
         app = create_app(api)
-        from lestrade.api.watch import SharedWatch
+        from lestrade.api.base.watch import SharedWatch
 
         app.state.watches["investigations"] = SharedWatch(app.state.kube, "nosuchthings")
         with serve(app) as base:
@@ -47,7 +47,7 @@ def test_readyz_reports_missing_crds(cluster) -> None:
 
 
 async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, namespace) -> None:
-    from lestrade.api.watch import SharedWatch
+    from lestrade.api.base.watch import SharedWatch
 
     watches_opened: list[str] = []
 
@@ -89,7 +89,7 @@ async def test_the_shared_watch_lists_in_pages_and_keeps_slim_objects(
     """10,000 runs must not cost the API one huge list nor the apiserver's bookkeeping of each:
     the list is paged, and the cache drops managedFields and kubectl's last-applied copy (no
     reader uses them) but keeps everything a reader does."""
-    from lestrade.api import watch as watch_module
+    from lestrade.api.base import watch as watch_module
 
     monkeypatch.setattr(watch_module, "LIST_CHUNK", 2)
     lists: list[dict[str, str]] = []

@@ -75,7 +75,7 @@ def test_investigations_and_resumed_streams_are_authorized_too(
 
 
 def test_static_api_keys(stack: Any, model_server: Any, scenario_name: str, tmp_path: Any) -> None:
-    from lestrade.api.auth import load_api_keys
+    from lestrade.api.base.auth import load_api_keys
 
     (tmp_path / "ci").write_text("s3cret-key\n")
     (tmp_path / "robusta").write_text("other-key")

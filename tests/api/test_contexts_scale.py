@@ -19,8 +19,8 @@ import pytest
 from lestrade.kube import Kube
 from lestrade.localcluster.cluster import free_port
 from lestrade.localcluster.processes import wait_until
-from lestrade.resources.transcript import RecordType, Transcript
-from lestrade.resources.views import ConversationView
+from lestrade.runs.transcript import RecordType, Transcript
+from lestrade.runs.views import ConversationView
 
 
 def _live(base: str) -> bool:
@@ -179,7 +179,7 @@ def test_concurrent_appends_across_chunk_boundaries(cluster: Any, crds: None, na
     chunk is sealed first)."""
     from apikit import serve
     from lestrade.api.app import create_app
-    from lestrade.resources.transcript import TRANSCRIPT_LABEL
+    from lestrade.runs.transcript import TRANSCRIPT_LABEL
     from kubernetes import client as k8s
 
     with cluster.api_client() as one, cluster.api_client() as two:

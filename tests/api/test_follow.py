@@ -9,9 +9,9 @@ from typing import Any
 
 import aiohttp
 
-from lestrade.api.follow import TranscriptCache
+from lestrade.api.base.follow import TranscriptCache
 from lestrade.kube import Kube, resource_path
-from lestrade.resources.transcript import RecordType, Transcript
+from lestrade.runs.transcript import RecordType, Transcript
 
 
 async def test_one_transcript_read_per_version_for_many_readers(cluster: Any, crds: None, namespace: str) -> None:

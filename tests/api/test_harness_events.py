@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lestrade.config import ModelConfig, ModelList
-from lestrade.api.harness_events import harness_events
-from lestrade.api.harness_requests import HarnessError, parse_chat, parse_relay
-from lestrade.resources.transcript import TranscriptState
+from lestrade.api.harness.events import harness_events
+from lestrade.api.harness.requests import HarnessError, parse_chat, parse_relay
+from lestrade.runs.transcript import TranscriptState
 
 CHILD = {"agentId": "agent-s1", "parentId": "s1", "depth": 1}
 

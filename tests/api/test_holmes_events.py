@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lestrade.api.holmes_events import EventPosition, events_after, history_at, metadata_of, tool_calls_of
-from lestrade.resources.transcript import TranscriptState, decode_chunks
+from lestrade.api.holmes.events import EventPosition, events_after, history_at, metadata_of, tool_calls_of
+from lestrade.runs.transcript import TranscriptState, decode_chunks
 
 
 def transcript(*records: dict) -> TranscriptState:

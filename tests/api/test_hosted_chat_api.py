@@ -12,7 +12,7 @@ import pytest
 from httpx_sse import connect_sse
 
 from apikit import conversations
-from lestrade.api.hosted import ClusterUnresolved, HostedSettings, resolve_cluster
+from lestrade.api.hosted.accounts import ClusterUnresolved, HostedSettings, resolve_cluster
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Fault, Scenario, Step, ToolCall
 from test_auth_api import grant

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from lestrade.localcluster import binary_path, ensure_binaries
-from lestrade.operator.jobs import job_manifest
-from lestrade.operator.settings import OperatorSettings
-from lestrade.resources.views import view_of
+from lestrade.operator.runs.jobs import job_manifest
+from lestrade.operator.base.settings import OperatorSettings
+from lestrade.runs.views import view_of
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
@@ -280,8 +280,8 @@ def test_the_apiserver_accepts_everything_rendered(
 
 
 def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them() -> None:
-    from lestrade.api.hosted import HostedSettings
-    from lestrade.api.routes_alertmanager import AlertReceiverSettings
+    from lestrade.api.hosted.accounts import HostedSettings
+    from lestrade.api.alertmanager import AlertReceiverSettings
 
     docs = render({
         "operator": {"namespaceSpendLimit": "tokens=500000,cost=20,window=24h"},

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from lestrade.resources.transcript import CHUNK_LABEL, TRANSCRIPT_LABEL, TranscriptState, decode_chunks
+from lestrade.runs.transcript import CHUNK_LABEL, TRANSCRIPT_LABEL, TranscriptState, decode_chunks
 from opkit import GROUP, VERSION, watch_phases
 
 __all__ = [

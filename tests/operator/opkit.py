@@ -28,9 +28,9 @@ from kubernetes import watch
 
 from lestrade.config import ModelConfig, ModelList
 from lestrade.operator.__main__ import run_operator
-from lestrade.operator.settings import OperatorSettings
+from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
-from lestrade.operator.tools.kubernetes import kubernetes_toolset
+from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 
 __all__ = [
     "GROUP",
@@ -427,7 +427,7 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 60, interva
 
 def transcript_messages(api_client: k8s.ApiClient, obj: dict[str, Any]) -> Any:
     """The decoded transcript of an Investigation (via the product's decoder)."""
-    from lestrade.resources.transcript import TRANSCRIPT_LABEL, decode_chunks
+    from lestrade.runs.transcript import TRANSCRIPT_LABEL, decode_chunks
 
     found = k8s.CoreV1Api(api_client).list_namespaced_config_map(
         obj["metadata"]["namespace"], label_selector=f"{TRANSCRIPT_LABEL}={obj['metadata']['uid']}"
@@ -472,7 +472,7 @@ __all__.append("unique")
 
 def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
     """Installs the decisions admission policy and waits until the apiserver enforces it."""
-    from lestrade.operator.admission import install_admission_policy
+    from lestrade.operator.admission.decisions import install_admission_policy
     from lestrade.kube import Kube
 
     async def apply() -> None:
@@ -512,7 +512,7 @@ UNSCHEDULABLE = {"spec": {"nodeSelector": {"lestrade.test/no-such-node": "true"}
 
 
 def jobs_of(api_client: k8s.ApiClient, namespace: str, uid: str) -> list[Any]:
-    from lestrade.operator.jobs import RUN_UID_LABEL
+    from lestrade.operator.runs.jobs import RUN_UID_LABEL
 
     return k8s.BatchV1Api(api_client).list_namespaced_job(
         namespace, label_selector=f"{RUN_UID_LABEL}={uid}").items

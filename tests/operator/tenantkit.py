@@ -15,7 +15,7 @@ from kubernetes import config as k8s_config
 
 from lestrade.kube import Kube
 from lestrade.localcluster.toolsaccount import ensure_scope_policy, ensure_tenancy, ensure_tools_account
-from lestrade.operator.requester_policy import install_requester_policy
+from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 from opkit import create_inv, wait_until

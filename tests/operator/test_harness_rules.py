@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from lestrade.operator.agent.toolcalls import Call
-from lestrade.operator.harness import MAIN_AGENT, AgentTag, Gate, rule_matches
+from lestrade.operator.harness.gate import MAIN_AGENT, AgentTag, Gate, rule_matches
 from lestrade.resources.conversation import HarnessSettings, ToolPermission
-from lestrade.resources.transcript import RecordType, Transcript
+from lestrade.runs.transcript import RecordType, Transcript
 
 OWNER = {"apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation", "name": "c", "uid": "u"}
 

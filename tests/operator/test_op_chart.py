@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from lestrade.localcluster.build import ensure_binaries
-from lestrade.operator import admission
+from lestrade.operator.admission import decisions as admission
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
@@ -38,7 +38,7 @@ def test_admission_template_is_the_generated_policy() -> None:
     text = (CHART / "templates" / "admission-policy.yaml").read_text().splitlines()
     assert text[0].startswith("{{- if") and text[-1] == "{{- end }}"
     body = [doc for doc in yaml.safe_load_all("\n".join(text[1:-1])) if doc]
-    assert body == admission.policy_manifests(), "regenerate: python -m lestrade.operator.admission"
+    assert body == admission.policy_manifests(), "regenerate: python -m lestrade.operator.admission.decisions"
 
 
 @pytest.mark.parametrize("values", [

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client as k8s
 
 from lestrade.modelserver import Rule, RuleCondition, Scenario, Step, ToolCall
-from lestrade.operator.attempt import NOT_RUN
-from lestrade.resources.progress import progress_records
+from lestrade.operator.runs.attempt import NOT_RUN
+from lestrade.runs.progress import progress_records
 from lestrade.resources.rest import TABLE, request_json
 from opkit import (
     EFFECT_LABEL,

@@ -18,8 +18,8 @@ from kopf._cogs.structs.references import Resource
 from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.metrics import RUNS_ACTIVE
-from lestrade.operator.selection import configure_selection
+from lestrade.operator.base.metrics import RUNS_ACTIVE
+from lestrade.operator.runs.selection import configure_selection
 from lestrade.resources.investigation import UNFINISHED_SELECTOR
 from lestrade.timefmt import now_iso
 from opkit import (
@@ -127,7 +127,7 @@ async def test_deletion_marks_of_finished_investigations_do_not_pile_up(monkeypa
     to start still sees it."""
     import asyncio
 
-    from lestrade.operator import supervisor
+    from lestrade.operator.runs import supervisor
 
     monkeypatch.setattr(supervisor, "GONE_MEMORY", 0.05)
     feeds = supervisor.Feeds()
@@ -149,7 +149,7 @@ async def test_with_a_crd_that_cannot_select_by_phase_the_operator_watches_whole
     back to the full watch instead. Conversations' CRD has no selectable fields: it stands in
     for an old Investigation CRD here (the session's CRDs are shared by every test)."""
     from lestrade.kube import Kube
-    from lestrade.operator.selection import crd_selects_phase
+    from lestrade.operator.runs.selection import crd_selects_phase
 
     kube = Kube(api_client)
     try:
@@ -171,7 +171,7 @@ async def test_the_ttl_reaper_without_selectors_still_deletes_only_expired_ones(
     import asyncio
 
     from lestrade.kube import Kube
-    from lestrade.operator.ttl import TtlReaper
+    from lestrade.operator.runs.ttl import TtlReaper
 
     _finished(api_client, namespace, "expiring", "Succeeded", ttlSecondsAfterFinished=1)
     _finished(api_client, namespace, "kept", "Failed")

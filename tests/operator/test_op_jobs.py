@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.jobs import RUN_UID_LABEL
+from lestrade.operator.runs.jobs import RUN_UID_LABEL
 from opkit import (
     EFFECT_LABEL,
     UNSCHEDULABLE,

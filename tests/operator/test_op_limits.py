@@ -12,8 +12,8 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.metrics import RUNS_ACTIVE
-from lestrade.resources.transcript import TRANSCRIPT_LABEL
+from lestrade.operator.base.metrics import RUNS_ACTIVE
+from lestrade.runs.transcript import TRANSCRIPT_LABEL
 from opkit import (
     GROUP,
     PLURAL,

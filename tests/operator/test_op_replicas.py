@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.ownership import OWNER_ANNOTATION
+from lestrade.operator.replicas.ownership import OWNER_ANNOTATION
 from opkit import (
     EFFECT_LABEL,
     PROBE_LABEL,

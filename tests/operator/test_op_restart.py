@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 from lestrade.kube import Kube
-from lestrade.resources.progress import run_facts
-from lestrade.resources.transcript import Transcript
+from lestrade.runs.progress import run_facts
+from lestrade.runs.transcript import Transcript
 from opkit import (
     GROUP,
     PLURAL,

@@ -143,9 +143,9 @@ def test_job_mode_pods_run_with_the_scope_too(
     import subprocess
     import sys
 
-    from lestrade.operator.jobs import job_manifest
-    from lestrade.operator.settings import OperatorSettings
-    from lestrade.resources.views import view_of
+    from lestrade.operator.runs.jobs import job_manifest
+    from lestrade.operator.base.settings import OperatorSettings
+    from lestrade.runs.views import view_of
     from opkit import write_model_list
 
     env = {"LESTRADE_TOOLS_SERVICE_ACCOUNT": tenancy.tools_account,
@@ -181,7 +181,7 @@ def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
     """Clusters without MutatingAdmissionPolicy (the chart's default): the validating policy
     alone keeps the requester truthful at creation. The mutating binding is removed for the
     test and restored after."""
-    from lestrade.operator.requester_policy import POLICY_NAME
+    from lestrade.operator.admission.requester import POLICY_NAME
 
     tenant = make_tenant(cluster, api_client, namespace)
     k8s.CustomObjectsApi(api_client).delete_cluster_custom_object(

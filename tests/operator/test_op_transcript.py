@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from lestrade.kube import Kube
-from lestrade.resources.transcript import TRANSCRIPT_LABEL, Transcript
+from lestrade.runs.transcript import TRANSCRIPT_LABEL, Transcript
 from opkit import create_inv
 
 

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from lestrade.operator import requester_policy
+from lestrade.operator.admission import requester as requester_policy
 from lestrade.operator.context import ScopedTools
-from lestrade.operator.scopes import decide_scope, parse_policy
-from lestrade.operator.settings import OperatorSettings
+from lestrade.operator.tenancy.scopes import decide_scope, parse_policy
+from lestrade.operator.base.settings import OperatorSettings
 from lestrade.resources.tenancy import Requester, RunScope
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
@@ -91,7 +91,7 @@ def test_write_tools_refuse_namespaces_outside_the_scope() -> None:
 def test_requester_template_is_the_generated_policy() -> None:
     text = (CHART / "templates" / "requester-policy.yaml").read_text()
     assert text == requester_policy.chart_template(), \
-        "regenerate: python -m lestrade.operator.requester_policy > charts/lestrade/templates/requester-policy.yaml"
+        "regenerate: python -m lestrade.operator.admission.requester > charts/lestrade/templates/requester-policy.yaml"
     validating, mutating = text.split("{{- if .Values.tenancy.mutatingPolicy }}")
     assert [d for d in yaml.safe_load_all("\n".join(validating.splitlines()[1:])) if d] == \
         requester_policy.validating_manifests()

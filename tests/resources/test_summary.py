@@ -1,10 +1,10 @@
-"""What a person is shown of a run (`lestrade.resources.summary`): pure functions of a
+"""What a person is shown of a run (`lestrade.runs.summary`): pure functions of a
 resource body and its transcript records."""
 
 from __future__ import annotations
 
-from lestrade.resources.summary import is_finished, run_summary, timeline
-from lestrade.resources.transcript import TranscriptState
+from lestrade.runs.summary import is_finished, run_summary, timeline
+from lestrade.runs.transcript import TranscriptState
 
 
 def state_of(*records: dict) -> TranscriptState:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lestrade.operator.tools.bash_parse import BashParseError, parse_command
-from lestrade.operator.tools.bash_policy import evaluate_text
+from lestrade.operator.tools.bash.parse import BashParseError, parse_command
+from lestrade.operator.tools.bash.policy import evaluate_text
 
 
 @pytest.mark.parametrize(

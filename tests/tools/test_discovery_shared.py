@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from lestrade.localcluster.processes import wait_until
-from lestrade.operator.tools.k8s_api import KubeApi
+from lestrade.operator.tools.kubernetes.api import KubeApi
 
 
 class CountingKubeApi(KubeApi):

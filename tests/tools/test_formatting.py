@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lestrade.operator.tools.common import ToolInputError, cap_text
-from lestrade.operator.tools.k8s_describe import describe_pod, describe_secret
-from lestrade.operator.tools.k8s_format import age, events_table, human_duration, render_table, server_table_rows
-from lestrade.operator.tools.kubernetes import format_top_nodes, format_top_pods, parse_since
+from lestrade.operator.tools.kubernetes.describe import describe_pod, describe_secret
+from lestrade.operator.tools.kubernetes.format import age, events_table, human_duration, render_table, server_table_rows
+from lestrade.operator.tools.kubernetes.toolset import format_top_nodes, format_top_pods, parse_since
 from lestrade.operator.tools.prometheus import format_matrix, format_vector, parse_time_arg
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
-from lestrade.operator.settings import OperatorSettings
+from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.tools import default_registry, runbooks_toolset
 from lestrade.operator.tools.runbooks import RUNBOOK_LABEL
 

@@ -1,0 +1,33 @@
+"""What the endpoints share: one per app, built by `create_app`, found on `app.state`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from lestrade.config import ModelList
+from lestrade.kube import Kube
+
+from lestrade.api.holmes.chats import ChatStore
+from lestrade.api.base.follow import Follower
+from lestrade.api.base.watch import SharedWatch
+
+__all__ = ["Services", "services"]
+
+
+@dataclass
+class Services:
+    kube: Kube
+    watches: dict[str, SharedWatch]
+    follower: Follower
+    chats: ChatStore
+    models: ModelList
+    namespace: str
+    keepalive: float
+    wait_timeout: float
+    """Seconds a JSON endpoint waits for a run to end before answering 504."""
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]

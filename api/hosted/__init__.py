@@ -1,0 +1,1 @@
+"""The hosted chat API (reference 002): accounts, clusters and its SSE events."""

@@ -1,0 +1,391 @@
+"""The lossless transcript of a run: an append-only log of records in ConfigMaps the resource owns.
+
+Status must stay small, but a restarted operator needs every message to resume, and the API
+must be able to return (and stream) the whole conversation. So everything a run does is
+appended as a *record* to ConfigMaps named `<owner>-transcript-<uid>-<n>`, owned by the
+Investigation or Conversation (garbage-collected with it), labelled with the owner's uid, each
+kept under `chunk_limit` bytes. A chunk is only ever extended, never rewritten; a new chunk
+starts when the current one is full.
+
+Record `n` is stored under the key `r-<n, 7 digits>` (a record too big for one chunk is split
+into parts `r-0000042.000`, `r-0000042.001`, ... whose strings concatenate to the JSON). Every
+record is a JSON object whose `t` says what it is (`RecordType`); its number is its `seq`, so
+the records *are* the progress sequence a client streams (`lestrade.runs.progress`):
+ordered, gap-free, and the same for every reader.
+
+- `message`: `{"message": {...}}` — an OpenAI chat message added to the conversation.
+- `tool_started`: `{"id", "digest"}` — the call is about to run. Stored *before* the tool runs,
+  so a restart knows which calls may have had effects and must never run again. `digest` is
+  the `sha256:` digest of the call's tool name and exact arguments (also in the records below).
+- `tool_result`: `{"id", "name", "status", "description", "digest"}` — how a call ended (its
+  output is the tool message that follows).
+- `approval_needed`: `{"pending": [{toolCallId, toolName, description, params, digest,
+  frontend?}]}` (`frontend: true`: a call of a pause-mode frontend tool, which the client runs).
+- `decision`: `{"id", "approved", "reason", "digest"}` — a person's decision the run acted
+  upon, bound to the digest of the call that waited for it.
+- `tokens`: `{"promptTokens", "completionTokens", "totalTokens", "cost"}` of one model call,
+  with the window then (`breakdown` by role, `maxTokens`, `maxOutputTokens`, `truncations`).
+- `compaction`: `{"at", "messages", "tokensBefore", "tokensAfter"}` — the working history
+  became `messages` followed by the raw messages from number `at` on.
+- `turn`: `{"index"}` — a Conversation turn starts (its user message follows).
+- `answer`: `{"text", "sections"?}` — the run (or turn) answered.
+- `error`: `{"reason", "message"}` — the run (or turn) failed.
+
+Every write is one merge patch (or create) whose keys are deterministic, so retrying a write is
+harmless, and writes are strictly ordered, so what is stored is always a prefix of what was
+appended: a crash loses at most the unsynced tail, never a record in the middle.
+
+Writes are pipelined: `append_*` only buffers, `flush_soon()` starts writing in the background
+(overlapping the next model call), and `sync()` waits until everything appended so far is
+stored — the operator calls it before a tool runs and before any milestone in status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from lestrade.kube import Kube, api_path, is_conflict
+
+__all__ = [
+    "DEFAULT_CHUNK_LIMIT",
+    "TRANSCRIPT_LABEL",
+    "CHUNK_LABEL",
+    "RecordType",
+    "TranscriptState",
+    "Transcript",
+    "decode_chunks",
+    "chunk_name",
+]
+
+DEFAULT_CHUNK_LIMIT = 512 * 1024
+TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"
+CHUNK_LABEL = "lestrade.dev/transcript-chunk"
+
+_RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
+
+
+class RecordType(StrEnum):
+    MESSAGE = "message"
+    TOOL_STARTED = "tool_started"
+    TOOL_RESULT = "tool_result"
+    APPROVAL_NEEDED = "approval_needed"
+    DECISION = "decision"
+    TOKENS = "tokens"
+    COMPACTION = "compaction"
+    TURN = "turn"
+    ANSWER = "answer"
+    ERROR = "error"
+    AGENT = "agent"
+    """Harness sessions: a subagent started or ended (`event`: start | end, with agentId,
+    parentId, depth), a model's reasoning (`event`: reasoning), or an event recorded as it was
+    emitted (`event`: emit, `type`, `fields`; the rlm mode's REPL events). Records a subagent
+    writes carry the same three fields; its messages are its own history, never the main
+    agent's."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+
+
+def chunk_name(owner_name: str, owner_uid: str, index: int) -> str:
+    """`<owner>-transcript-<uid prefix>-<n>`, shortened with a hash to stay a valid name.
+
+    The uid prefix keeps a re-created resource of the same name from colliding with chunks of
+    its predecessor that the garbage collector has not removed yet.
+    """
+    suffix = f"-transcript-{owner_uid[:8]}-{index}"
+    if len(owner_name) + len(suffix) > 253:
+        digest = hashlib.sha256(owner_name.encode()).hexdigest()[:10]
+        owner_name = f"{owner_name[: 253 - len(suffix) - 11]}-{digest}"
+    return owner_name + suffix
+
+
+@dataclass
+class TranscriptState:
+    """What a transcript holds: the records in order, and the views a run needs of them."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Every record in order; `records[n]` has seq n."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """Every raw message, in order."""
+    message_seqs: list[int] = field(default_factory=list)
+    """The seq of each raw message's record."""
+    started: set[str] = field(default_factory=set)
+    """Tool call ids whose execution was about to start (intent recorded)."""
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Decisions the run acted upon: call id -> {approved, reason, digest}."""
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    """Compaction records in order."""
+    turns: dict[int, int] = field(default_factory=dict)
+    """Conversation turn index -> seq of its `turn` record."""
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Adds one record (in order) and updates the views."""
+        seq = len(self.records)
+        self.records.append(record)
+        kind = record.get("t")
+        if kind == RecordType.MESSAGE:
+            if record.get("agentId"):
+                return  # a subagent's own history (harness sessions), not the conversation's
+            self.messages.append(record["message"])
+            self.message_seqs.append(seq)
+        elif kind == RecordType.TOOL_STARTED:
+            self.started.add(record["id"])
+        elif kind == RecordType.DECISION:
+            self.decisions[record["id"]] = {
+                "approved": bool(record["approved"]),
+                "reason": record.get("reason"),
+                "digest": record.get("digest"),
+            }
+        elif kind == RecordType.COMPACTION:
+            self.compactions.append(record)
+        elif kind == RecordType.TURN:
+            self.turns.setdefault(int(record["index"]), seq)
+
+    def pending_digests(self) -> dict[str, str]:
+        """Call id -> digest of the calls the last `approval_needed` record asked about."""
+        for record in reversed(self.records):
+            if record.get("t") == RecordType.APPROVAL_NEEDED:
+                return {p["toolCallId"]: str(p.get("digest") or "") for p in record.get("pending") or []}
+        return {}
+
+    @property
+    def version(self) -> int:
+        """Messages plus compactions: what `status.version` of a Conversation counts."""
+        return len(self.messages) + len(self.compactions)
+
+    def working_messages(self) -> list[dict[str, Any]]:
+        """The history the engine continues from: the last compaction plus what followed."""
+        if not self.compactions:
+            return list(self.messages)
+        last = self.compactions[-1]
+        return list(last["messages"]) + self.messages[int(last["at"]) :]
+
+    def since(self, seq: int) -> list[dict[str, Any]]:
+        """The records from `seq` on."""
+        return self.records[seq:]
+
+
+def decode_chunks(chunks: Iterable[Mapping[str, str]]) -> TranscriptState:
+    """Decodes the `data` maps of a transcript's chunks (in chunk order) into its records."""
+    parts: dict[int, dict[int, str]] = {}
+    for data in chunks:
+        for key, value in data.items():
+            match = _RECORD_KEY.match(key)
+            if match:
+                number, part = int(match.group(1)), match.group(2)
+                parts.setdefault(number, {})[int(part) if part else 0] = value
+    state = TranscriptState()
+    # Only a gap-free prefix counts; a tail with a missing part was never completely stored.
+    for expected, number in enumerate(sorted(parts)):
+        if number != expected:
+            break
+        pieces = parts[number]
+        if sorted(pieces) != list(range(len(pieces))):
+            break
+        try:
+            record = json.loads("".join(pieces[i] for i in range(len(pieces))))
+        except json.JSONDecodeError:
+            break
+        state.apply(record)
+    return state
+
+
+class Transcript:
+    """Appends records to one resource's transcript chunks; see the module docstring."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        owner: Mapping[str, str],
+        *,
+        chunk_limit: int = DEFAULT_CHUNK_LIMIT,
+    ) -> None:
+        """`owner` is {apiVersion, kind, name, uid} of the owning resource."""
+        self._kube = kube
+        self._namespace = namespace
+        self._owner = dict(owner)
+        self._limit = max(chunk_limit, 4096)
+        self._part_size = self._limit - 1024
+        self.state = TranscriptState()
+        self.chunks: list[str] = []
+        self._chunk_bytes = 0
+        self._chunk_exists = False
+        self._pending: list[tuple[str, str]] = []
+        self._lock = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
+        self._stored_messages = 0
+        self.stored_records = 0
+        """Records known to be stored."""
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def _base(self) -> str:
+        return api_path("v1", "configmaps", self._namespace)
+
+    async def load(self) -> TranscriptState:
+        """Reads every chunk of the owner's transcript (empty state when there is none)."""
+        found = await self._kube.get(
+            self._base, labelSelector=f"{TRANSCRIPT_LABEL}={self._owner['uid']}"
+        )
+        items = sorted(
+            found.get("items", []),
+            key=lambda cm: int(cm["metadata"].get("labels", {}).get(CHUNK_LABEL, "0")),
+        )
+        datas = [cm.get("data") or {} for cm in items]
+        self.state = decode_chunks(datas)
+        self.chunks = [cm["metadata"]["name"] for cm in items]
+        self._stored_messages = len(self.state.messages)
+        self.stored_records = len(self.state.records)
+        if datas:
+            self._chunk_bytes = sum(len(k) + len(v) for k, v in datas[-1].items())
+            self._chunk_exists = True
+        return self.state
+
+    @property
+    def stored_messages(self) -> int:
+        """Messages known to be stored (what status.transcript may claim)."""
+        return self._stored_messages
+
+    def reference(self) -> dict[str, Any]:
+        """The value of status.transcript."""
+        return {
+            "kind": "ConfigMap",
+            "names": list(self.chunks),
+            "messages": self._stored_messages,
+            "records": self.stored_records,
+        }
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def append(self, kind: RecordType, **fields: Any) -> int:
+        """Buffers one record; returns its seq."""
+        record = {"t": kind.value, **fields}
+        seq = len(self.state.records)
+        self.state.apply(record)
+        self._pending.extend(self._parts(f"r-{seq:07d}", _dumps(record)))
+        return seq
+
+    def append_message(self, message: dict[str, Any]) -> int:
+        return self.append(RecordType.MESSAGE, message=message)
+
+    def append_started(self, call_id: str, digest: str = "") -> None:
+        if call_id not in self.state.started:
+            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest)
+
+    def append_decision(
+        self, call_id: str, approved: bool, reason: str | None, digest: str | None = None
+    ) -> None:
+        if call_id not in self.state.decisions:
+            self.append(
+                RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest
+            )
+
+    def append_compaction(
+        self, messages: list[dict[str, Any]], tokens_before: int = 0, tokens_after: int = 0
+    ) -> None:
+        self.append(
+            RecordType.COMPACTION,
+            at=len(self.state.messages),
+            messages=messages,
+            tokensBefore=tokens_before,
+            tokensAfter=tokens_after,
+        )
+
+    def _parts(self, key: str, value: str) -> list[tuple[str, str]]:
+        if len(key) + len(value) <= self._part_size:
+            return [(key, value)]
+        size = self._part_size - len(key) - 4
+        return [
+            (f"{key}.{i:03d}", value[start : start + size])
+            for i, start in enumerate(range(0, len(value), size))
+        ]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def flush_soon(self) -> None:
+        """Starts storing what was appended, without waiting (overlaps the caller's next step)."""
+        if self._pending and (self._background is None or self._background.done()):
+            self._background = asyncio.create_task(self._flush(), name="transcript flush")
+
+    async def sync(self) -> None:
+        """Returns once everything appended so far is stored."""
+        if self._background is not None:
+            background, self._background = self._background, None
+            await background
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            while self._pending:
+                entries, self._pending = self._pending, []
+                messages_after = len(self.state.messages)
+                records_after = len(self.state.records)
+                await self._write(entries)
+                self._stored_messages = max(self._stored_messages, messages_after)
+                self.stored_records = max(self.stored_records, records_after)
+
+    async def _write(self, entries: list[tuple[str, str]]) -> None:
+        batch: dict[str, str] = {}
+        batch_bytes = 0
+        for key, value in entries:
+            cost = len(key) + len(value)
+            if self._chunk_bytes + batch_bytes + cost > self._limit and (
+                batch or self._chunk_bytes
+            ):
+                await self._commit(batch)
+                self._chunk_exists, self._chunk_bytes = False, 0
+                batch, batch_bytes = {}, 0
+            batch[key] = value
+            batch_bytes += cost
+        await self._commit(batch)
+
+    async def _commit(self, batch: dict[str, str]) -> None:
+        if not batch:
+            return
+        size = sum(len(k) + len(v) for k, v in batch.items())
+        if self._chunk_exists:
+            await self._kube.patch(f"{self._base}/{self.chunks[-1]}", {"data": batch}, parse=False)
+        else:
+            index = len(self.chunks)
+            name = chunk_name(self._owner["name"], self._owner["uid"], index)
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name,
+                    "namespace": self._namespace,
+                    "labels": {TRANSCRIPT_LABEL: self._owner["uid"], CHUNK_LABEL: str(index)},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": self._owner["apiVersion"],
+                            "kind": self._owner["kind"],
+                            "name": self._owner["name"],
+                            "uid": self._owner["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": False,
+                        }
+                    ],
+                },
+                "data": batch,
+            }
+            try:
+                await self._kube.create(self._base, body, parse=False)
+            except Exception as exc:
+                if not is_conflict(exc):
+                    raise
+                # A retried create whose first attempt went through, or a chunk left by an
+                # earlier process: extending it with the same keys is harmless.
+                await self._kube.patch(f"{self._base}/{name}", {"data": batch}, parse=False)
+            self.chunks.append(name)
+            self._chunk_exists = True
+        self._chunk_bytes += size

@@ -1,0 +1,1 @@
+"""The admission policies the operator installs: decisions and who asked."""

@@ -1,0 +1,224 @@
+"""The operator's own settings, read from the environment (the chart sets them) or flags.
+
+They are in one frozen object so a test can start an operator with a concurrency of 2 or a
+50 ms status interval without touching the environment of the test process.
+
+| variable | default | meaning |
+|---|---|---|
+| `LESTRADE_MAX_CONCURRENT_RUNS` | 10 | investigations running at once per operator; the rest wait in Pending |
+| `LESTRADE_DEFAULT_TIMEOUT` | 30m | run timeout when `spec.timeout` is not set |
+| `LESTRADE_DEFAULT_MAX_STEPS` | 20 | model calls when `spec.maxSteps` is not set |
+| `LESTRADE_STATUS_INTERVAL` | 0.3 | seconds between coalesced status patches of one run |
+| `LESTRADE_STATUS_PATCHES_PER_SECOND` | 50 | progress patches of all runs together (the interval stretches) |
+| `LESTRADE_TRANSCRIPT_CHUNK_BYTES` | 524288 | most bytes in one transcript ConfigMap |
+| `LESTRADE_JOB_MODE` | false | run each investigation as a Kubernetes Job instead of in the operator |
+| `LESTRADE_JOB_NAMESPACE` | the operator's namespace | where the Jobs run |
+| `LESTRADE_JOB_IMAGE` | - | image of the Jobs (the operator's image) |
+| `LESTRADE_JOB_SERVICE_ACCOUNT` | - | service account of the Jobs' pods |
+| `LESTRADE_JOB_POD_TEMPLATE` | - | YAML file with a pod spec to start from (volumes, env, resources) |
+| `LESTRADE_CLUSTER_NAME` | - | cluster name told to the model |
+| `LESTRADE_PROMETHEUS_URL` | - | enables the Prometheus tools |
+| `LESTRADE_ENABLE_WRITE_TOOLS` | false | offers the write actions (each call needs approval) |
+| `LESTRADE_ENABLE_BASH` | true | offers the bash tool |
+| `LESTRADE_RUNBOOK_DIRS` | - | folders of runbooks, separated by `:` |
+| `LESTRADE_RUNBOOK_NAMESPACES` | the operator's namespace | the only namespaces whose ConfigMaps labelled `lestrade.dev/runbook=true` are runbooks, separated by `,` |
+| `LESTRADE_METRICS_PORT` | 0 | serve Prometheus metrics on this port (`/metrics`); 0: not served |
+| `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
+| `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
+| `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
+| `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
+| `LESTRADE_REPLICAS` | standby | `shared`: every replica runs objects it claims (ownership.py); `standby`: Kopf peering, one replica works |
+| `LESTRADE_REPLICA_NAME` | `POD_NAME`, else host-pid | this replica's name in its Lease and claims (shared mode); unique per live replica |
+| `LESTRADE_REPLICA_GROUP` | lestrade | the Leases of replicas that share work carry this label value (one group per release) |
+| `LESTRADE_LEASE_DURATION` | 20 | seconds without renewal after which a replica is dead for the others (shared mode) |
+| `LESTRADE_LEASE_RENEW_DEADLINE` | 10 | a replica that could not renew for this long stops its runs (shorter than the duration) |
+| `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
+| `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lestrade.resources.common import parse_duration
+
+__all__ = ["OperatorSettings", "PASSED_TO_JOBS"]
+
+# Settings a Job's pod needs to behave like the operator (never credentials: those reach the
+# Job through the pod template, as references to Secrets).
+PASSED_TO_JOBS = (
+    "LESTRADE_MODEL_LIST",
+    "LESTRADE_DEFAULT_MODEL",
+    "LESTRADE_DEMO_MODEL_URL",
+    "LESTRADE_DEFAULT_TIMEOUT",
+    "LESTRADE_DEFAULT_MAX_STEPS",
+    "LESTRADE_STATUS_INTERVAL",
+    "LESTRADE_TRANSCRIPT_CHUNK_BYTES",
+    "LESTRADE_CLUSTER_NAME",
+    "LESTRADE_PROMETHEUS_URL",
+    "LESTRADE_ENABLE_WRITE_TOOLS",
+    "LESTRADE_ENABLE_BASH",
+    "LESTRADE_RUNBOOK_DIRS",
+    "LESTRADE_RUNBOOK_NAMESPACES",
+    "LESTRADE_TOOLS_SERVICE_ACCOUNT",
+    "LESTRADE_SCOPES_NAMESPACE",
+    "LESTRADE_TOOLS_READ_ROLE",
+    "LESTRADE_SCOPE_POLICY",
+    "ENABLED_PROMPTS",
+)
+
+_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace(env: Mapping[str, str]) -> str:
+    if env.get("POD_NAMESPACE"):
+        return env["POD_NAMESPACE"]
+    try:
+        return _NAMESPACE_FILE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _qualified(service_account: str | None, env: Mapping[str, str]) -> str | None:
+    if not service_account:
+        return None
+    return service_account if "/" in service_account else f"{_own_namespace(env)}/{service_account}"
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    concurrency: int = 10
+    default_timeout: float = 1800.0
+    default_max_steps: int = 20
+    status_interval: float = 0.3
+    status_patches_per_second: float = 50.0
+    chunk_limit: int = 512 * 1024
+    job_mode: bool = False
+    job_namespace: str = "default"
+    job_image: str | None = None
+    job_service_account: str | None = None
+    job_pod_template: dict[str, Any] = field(default_factory=dict)
+    job_env: dict[str, str] = field(default_factory=dict)
+    """Environment passed to the Jobs' container (PASSED_TO_JOBS from the operator's own)."""
+    cluster_name: str | None = None
+    prometheus_url: str | None = None
+    enable_write_tools: bool = False
+    enable_bash: bool = True
+    runbook_dirs: tuple[str, ...] = ()
+    runbook_namespaces: tuple[str, ...] = ()
+    """Never a tenant's: a runbook is an instruction the model follows."""
+    tools_service_account: str | None = None
+    """`namespace/name` of the tools' read-only ServiceAccount (see `tenancy/tools_identity.py`)."""
+    scopes_namespace: str | None = None
+    """Where the per-scope tools accounts live (tenant isolation, see `tenancy/scope_identity.py`); unset:
+    every run reads with the cluster-wide tools account, as before tenancy existed."""
+    tools_read_role: str = "lestrade-tools-read"
+    """The read-only ClusterRole the per-scope accounts are bound to, per namespace."""
+    scope_policy: str | None = None
+    """`namespace/name` of the ConfigMap with the cluster admin's scope grants (scopes.py)."""
+    metrics_port: int = 0
+    """Port of the Prometheus metrics (0: not served)."""
+    namespace_spend_limit: str = ""
+    """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
+    e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
+    schedule_recheck: float = 10.0
+    """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
+    runs and spec edits); as often as the CronJob controller looks."""
+    event_batch_seconds: float = 1.0
+    """Warning Events are collected this long and dispatched to the AlertRoutes together
+    (event_source.py): one listing and one status update per route per burst."""
+    spend_ledger_namespace: str = "default"
+    """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
+    replicas: str = "standby"
+    """`shared`: replicas split the objects between them (membership.py, ownership.py);
+    `standby`: Kopf peering, the others wait (kept for Job mode and existing installs)."""
+    replica_name: str = ""
+    """This replica's name (its Lease is `<group>-<name>`); empty: POD_NAME, else host-pid."""
+    replica_group: str = "lestrade"
+    """Replicas with the same group share the work; two releases in one namespace differ."""
+    lease_namespace: str = "default"
+    """Where the replicas' Leases live: the operator's namespace."""
+    lease_duration: float = 20.0
+    """Seconds without renewal before the others call a replica dead and take its objects
+    over: the bound on the takeover time (plus one renew interval to notice)."""
+    lease_renew_deadline: float = 10.0
+    """A replica that has not renewed for this long stops its runs; the gap to the duration
+    is the margin for that stop to finish before anyone else starts them (seconds on a
+    starved machine: measured up to ~5 s with a load of 12 on 2 cores)."""
+    lease_renew_interval: float = 3.0
+    """Seconds between renewals (and looks at the others' Leases): several tries fit in the
+    deadline, so one slow request does not fence a healthy replica."""
+    claim_handoff: float = 0.5
+    """Seconds a replica waits before claiming an object another live replica is preferred
+    for: bursts split without two claims racing for each object."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
+        env = dict(os.environ if env is None else env)
+        template: dict[str, Any] = {}
+        if env.get("LESTRADE_JOB_POD_TEMPLATE"):
+            template = yaml.safe_load(Path(env["LESTRADE_JOB_POD_TEMPLATE"]).read_text()) or {}
+        passed = {key: env[key] for key in PASSED_TO_JOBS if env.get(key)}
+        values: dict[str, Any] = {
+            "concurrency": int(env.get("LESTRADE_MAX_CONCURRENT_RUNS", "10")),
+            "default_timeout": parse_duration(env.get("LESTRADE_DEFAULT_TIMEOUT", "30m")),
+            "default_max_steps": int(env.get("LESTRADE_DEFAULT_MAX_STEPS", "20")),
+            "status_interval": float(env.get("LESTRADE_STATUS_INTERVAL", "0.3")),
+            "status_patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "50")),
+            "chunk_limit": int(env.get("LESTRADE_TRANSCRIPT_CHUNK_BYTES", str(512 * 1024))),
+            "job_mode": _flag(env.get("LESTRADE_JOB_MODE")),
+            "job_namespace": env.get("LESTRADE_JOB_NAMESPACE") or _own_namespace(env),
+            "job_image": env.get("LESTRADE_JOB_IMAGE") or None,
+            "job_service_account": env.get("LESTRADE_JOB_SERVICE_ACCOUNT") or None,
+            "job_pod_template": template,
+            "job_env": passed,
+            "cluster_name": env.get("LESTRADE_CLUSTER_NAME") or None,
+            "prometheus_url": env.get("LESTRADE_PROMETHEUS_URL") or None,
+            "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
+            "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
+            "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
+            "runbook_namespaces": tuple(n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",")
+                                        if n.strip()) or (_own_namespace(env),),
+            "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
+            "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
+            "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
+            "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
+            "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
+            "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
+            "spend_ledger_namespace": _own_namespace(env),
+            "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
+            "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
+            "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")
+            or f"{socket.gethostname()}-{os.getpid()}",
+            "replica_group": env.get("LESTRADE_REPLICA_GROUP") or "lestrade",
+            "lease_namespace": _own_namespace(env),
+            "lease_duration": float(env.get("LESTRADE_LEASE_DURATION", "20")),
+            "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
+            "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
+            "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if values["concurrency"] < 1:
+            raise ValueError("LESTRADE_MAX_CONCURRENT_RUNS must be at least 1")
+        if values["replicas"] not in ("standby", "shared"):
+            raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {values['replicas']!r}")
+        if values["replicas"] == "shared" and values["job_mode"]:
+            raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
+        if not (0 < values["lease_renew_interval"] < values["lease_renew_deadline"] < values["lease_duration"]):
+            raise ValueError(
+                "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < "
+                "LESTRADE_LEASE_DURATION is required"
+            )
+        return cls(**values)

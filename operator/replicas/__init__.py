@@ -1,0 +1,1 @@
+"""Shared replicas: who is alive (Leases) and who runs which object (claims, fencing)."""

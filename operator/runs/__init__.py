@@ -1,0 +1,1 @@
+"""The life of a run inside the operator: supervision, attempts, Job mode, TTL, its context window."""

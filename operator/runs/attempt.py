@@ -1,0 +1,655 @@
+"""One attempt at a run — an Investigation, or one Conversation turn — from its transcript to
+the end or to a pause.
+
+The same code runs inside the operator (one asyncio task per resource) and inside a Job's pod
+(`python -m lestrade.operator.job`), so it knows nothing about Kopf, and it is the same for
+both kinds: what differs (the first messages, where facts land in status) is asked of the
+resource's view and its `Projection`. It is resumable by construction: it always starts from
+what the transcript holds, and it writes to the transcript before anything irreversible
+happens:
+
+- the model's answer (the assistant message) and the intent to run each tool call are stored
+  before the tool runs, so a restart neither asks the model again for a turn it already took
+  nor runs a tool call that may already have had its effect (the engine reports such a call to
+  the model as "outcome unknown");
+- the decisions the run acts on are stored before the approved calls run, so the call that
+  runs is always the stored one, exactly as the model asked;
+- status milestones are written only after the transcript they describe is stored, and every
+  count in them is derived from the transcript.
+
+Everything else (status progress, Events) is best-effort and coalesced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from lestrade.config import ConfigError, ModelConfig
+from lestrade.operator.agent import events as ev
+from lestrade.operator.agent.answer import format_answer
+from lestrade.operator.agent.limits import Limits
+from lestrade.operator.agent.loop import Agent
+from lestrade.operator.agent.model import load_litellm
+from lestrade.operator.agent.model import ModelCallError
+from lestrade.operator.rlm import SandboxUnavailable
+from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
+from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
+from lestrade.operator.tools.base import ToolRegistry
+from lestrade.operator.tools.frontend import call_key, frontend_toolset
+from lestrade.resources.tenancy import Requester, RunScope, requester_of
+from lestrade.runs.transcript import RecordType, Transcript
+from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
+from lestrade.kube import resource_path
+from lestrade.timefmt import now_iso, parse_time, to_iso
+
+from lestrade.operator.base import metrics
+from lestrade.operator.base.budgets import BUDGET_STOPS, run_budget_passed
+from lestrade.operator.runs.context_window import limits_for
+from lestrade.operator.base.engine import Engine
+from lestrade.operator.harness.rlm import RlmStopped, run_rlm_session
+from lestrade.operator.harness.session import HarnessSession, start_session
+from lestrade.operator.status.projection import ConversationProjection, Projection, projection_for
+from lestrade.operator.base.recorder import EventRecorder
+from lestrade.operator.tenancy.scopes import decide_scope, load_policy
+from lestrade.operator.status.writer import StatusWriter
+
+__all__ = ["Outcome", "run_attempt", "fail", "writer_for", "NOT_RUN"]
+
+logger = logging.getLogger(__name__)
+
+NOT_RUN = "Not run: the turn that asked for this call ended before it ran."
+
+
+class Outcome(StrEnum):
+    DONE = "Done"
+    FAILED = "Failed"
+    AWAITING_APPROVAL = "AwaitingApproval"
+
+
+def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> StatusWriter:
+    return StatusWriter(
+        engine.kube,
+        resource_path(view.plural, view.ref.namespace, view.ref.name),
+        view.status,
+        interval=engine.status_interval if progress else engine.settings.status_interval,
+        generation=view.ref.generation,
+    )
+
+
+async def fail(
+    projection: Projection, recorder: EventRecorder, reason: str, message: str, state: Any = None,
+    started: float | None = None,
+) -> Outcome:
+    """Marks the run (or turn) Failed: status milestone + Warning Event. `started` (unix time)
+    is the run's start when the caller knows it better than the view it was given."""
+    if started is None:
+        begun = projection.view.started_at()
+        started = begun.timestamp() if begun is not None else None
+    metrics.run_failed(projection.view.kind, reason, started)
+    projection.failed(state, reason, message)
+    # Announced before the final write: Kopf stops this daemon as soon as it sees that write
+    # (its work filter stops matching), which can cancel us the moment the write returns.
+    recorder.post(reason, message, "Warning")
+    await projection.writer.flush()
+    return Outcome.FAILED
+
+
+class _Attempt:
+    """The state of one attempt; see `run_attempt`."""
+
+    def __init__(self, engine: Engine, view: RunView) -> None:
+        self.engine = engine
+        self.view = view
+        self.ref = view.ref
+        self.writer = writer_for(engine, view, progress=True)
+        self.projection = projection_for(self.writer, view)
+        self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component)
+        self.transcript = Transcript(
+            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.chunk_limit
+        )
+        self.demo = False
+        self.frontend_pause: set[str] = set()
+        """Names of the Conversation's pause-mode frontend tools (calls the client runs)."""
+        self.timeout = engine.settings.default_timeout
+        self.started: float | None = None  # unix time the run (or turn) started
+        self.meter: metrics.RunMeter | None = None
+        self._running_stored = False
+        self._step_called_tools = False  # the latest model call asked for tools (not an answer)
+        self.requester: Requester | None = None
+        self.scope: RunScope | None = None
+        self.harness: HarnessSession | None = None
+        """A harness session's gate, watch and subagents (`spec.harness`)."""
+
+    @property
+    def state(self) -> Any:
+        return self.transcript.state
+
+    def _progress(self, message: str | None = None) -> None:
+        if message is not None and self.demo:
+            message = f"{message} [demo model]"
+        self.projection.progress(self.state, message)
+
+    async def _fail(self, reason: str, message: str) -> Outcome:
+        self.transcript.append(RecordType.ERROR, reason=reason, message=message, at=now_iso())
+        await self._sync()
+        return await fail(self.projection, self.recorder, reason, message, self.state, self.started)
+
+    # -- the attempt -----------------------------------------------------------------------------
+
+    async def run(self) -> Outcome:
+        try:
+            return await self._run()
+        finally:
+            if self.harness is not None:
+                await self.harness.aclose()
+            await self.writer.close()
+
+    async def _run(self) -> Outcome:
+        view, settings = self.view, self.engine.settings
+        if view.spec is None:
+            return await fail(self.projection, self.recorder, "InvalidSpec", view.spec_error or "")
+        try:
+            models = self.engine.models
+            # A harness session may name a `provider/model` id too (checked again here: the
+            # spec can be written with kubectl).
+            model = models.resolve(view.spec.model) if getattr(view.spec, "harness", None) else models.get(view.spec.model)
+        except ConfigError as exc:
+            return await fail(self.projection, self.recorder, "InvalidModel", str(exc))
+        self.demo = model.is_demo
+
+        started = view.started_at()
+        start_time = now_iso() if started is None else to_iso(started)
+        timeout = self.timeout = view.timeout(settings.default_timeout)
+        self.started = (parse_time(start_time) or datetime.now(UTC)).timestamp()
+        deadline = self.started + timeout
+        if time.time() >= deadline:
+            return await fail(self.projection, self.recorder, "Timeout", self._timeout_message())
+
+        # Before an Investigation's first run nothing but its opening messages can be stored
+        # (every other write waits until startTime is in status, see `_sync`), so only a resumed
+        # Investigation reads its transcript; a Conversation always has earlier turns to read.
+        fresh = isinstance(view, InvestigationView) and started is None
+        state = self.transcript.state if fresh else await self.transcript.load()
+        scope = await self._scope()
+        registry, acting_as = await self.engine.tools_for(scope if self.engine.tenancy else None)
+        scope.identity = acting_as
+        self.scope = scope
+        self.writer.set(scope=scope, **({"requester": self.requester} if self.requester else {}))
+        tools = self._tools(registry)
+        if isinstance(tools, str):
+            return await fail(self.projection, self.recorder, "FrontendToolConflict", tools)
+        await load_litellm()  # in a thread: the Agent reads litellm's model info in the loop
+        agent = self._agent(model, deadline, tools)
+        self.meter = metrics.RunMeter(view.kind, self.ref.namespace, model.name, agent.tools.get)
+        refusal = await self.engine.ledger.check(self.ref.namespace)
+        if refusal is not None:
+            BUDGET_STOPS.labels(view.kind, "NamespaceBudgetExhausted").inc()
+            return await fail(
+                self.projection, self.recorder, "NamespaceBudgetExhausted",
+                f"Not started: {refusal}", None if fresh else state, self.started,
+            )
+        self._seed(agent)
+        last_seq = state.message_seqs[-1] if state.message_seqs else -1
+        last = state.messages[-1] if state.messages else None
+        if last and last.get("role") == "assistant" and not last.get("tool_calls") and last_seq >= self.projection.since:
+            # The run answered, then stopped before status said so: finish from the stored
+            # answer instead of asking the model for another one.
+            self._running_stored = True
+            text, sections = self._format(str(last.get("content") or ""))
+            return await self._done(ev.Answer(text=text, sections=sections))
+
+        started_calls = self._started()  # before this attempt's decisions are recorded
+        decisions = self._take_decisions()
+        self._announce(model, start_time, started is not None)
+        messages = state.working_messages()
+        try:
+            async with asyncio.timeout_at(
+                asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0
+            ):
+                if self.harness is not None and self.harness.settings.mode == "rlm":
+                    return await self._rlm(messages)
+                return await self._drive(agent, messages, decisions, started_calls)
+        except TimeoutError:
+            return await self._fail("Timeout", self._timeout_message())
+
+    def _timeout_message(self) -> str:
+        what = "turn" if isinstance(self.view, ConversationView) else "investigation"
+        return f"the {what} did not finish within its timeout ({self.timeout:g}s)"
+
+    def _format(self, content: str) -> tuple[str, dict[str, str] | None]:
+        if isinstance(self.view, ConversationView):
+            return content, None
+        assert self.view.spec is not None
+        return format_answer(content, list(self.view.spec.sections or DEFAULT_SECTIONS))
+
+    async def _scope(self) -> RunScope:
+        """What this run's tools may read: its namespace plus the admin's grants that apply to
+        it and to the requester recorded at admission (never anything from the spec)."""
+        self.requester = requester_of(self.view.body.get("metadata"))
+        if not self.engine.tenancy:
+            return RunScope(cluster=True, reason="tenant isolation is off (LESTRADE_SCOPES_NAMESPACE "
+                            "not set): the tools read the whole cluster")
+        policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
+        return decide_scope(self.ref.namespace, self.requester, policy)
+
+    def _tools(self, registry: ToolRegistry) -> ToolRegistry | str:
+        """The run's tools: the operator's, plus a Conversation's frontend tools with the
+        outputs the client sent for paused calls (or why the frontend tools cannot be used)."""
+        spec = self.view.spec
+        if not isinstance(self.view, ConversationView) or spec is None or not spec.frontend_tools:
+            return registry
+        clash = sorted({t.name for t in spec.frontend_tools} & {t.name for t in registry.enabled_tools()})
+        if clash:
+            return f"frontend tools may not reuse the names of the operator's tools: {', '.join(clash)}"
+        self.frontend_pause = {t.name for t in spec.frontend_tools if t.mode == "pause"}
+        outputs = spec.frontend_tool_results or {}
+        results: dict[str, str] = {}
+        for message in self.state.messages:
+            for part in message.get("tool_calls") or []:
+                fn = part.get("function") or {}
+                params, _ = parse_arguments(fn.get("arguments"))
+                if part.get("id") in outputs and params is not None:
+                    results[call_key(str(fn.get("name")), params)] = outputs[part["id"]]
+        return ToolRegistry([*registry.toolsets, frontend_toolset(spec.frontend_tools, results)])
+
+    def _agent(self, model: ModelConfig, deadline: float, tools: ToolRegistry) -> Agent:
+        spec, settings = self.view.spec, self.engine.settings
+        assert spec is not None
+        conversation = isinstance(self.view, ConversationView)
+        prompt = PromptConfig(
+            sections=None if conversation else (spec.sections or DEFAULT_SECTIONS),
+            cluster_name=settings.cluster_name,
+            system_prompt_additions="\n\n".join(
+                p for p in (_scope_instructions(self.scope), spec.system_prompt if conversation else None) if p
+            ) or None,
+            behavior_controls=spec.behavior_controls if conversation else None,
+        )
+        # The engine stops model calls and tools at the deadline and says so; the
+        # operator's own timeout around `_drive` is the backstop for everything else.
+        limits = Limits(
+            max_steps=spec.max_steps or settings.default_max_steps,
+            timeout=max(1.0, deadline - time.time()),
+        )
+        if conversation:
+            limits = limits_for(spec.context, limits)
+        harness = getattr(spec, "harness", None)
+        if harness is not None:
+            assert isinstance(self.projection, ConversationProjection)
+            self.harness = start_session(
+                settings=harness, kube=self.engine.kube, namespace=self.ref.namespace,
+                name=self.ref.name, short_name=self.ref.short_name, model=model, tools=tools,
+                transcript=self.transcript, projection=self.projection, limits=limits,
+                deadline=deadline, spec=spec, usage=self._usage, ledger=self.engine.ledger,
+                sync=self._sync, prompt=prompt, progress=self._harness_progress,
+            )
+            tools, limits = self.harness.main_tools(), self.harness.limits(limits)
+        return Agent(
+            model=model,
+            tools=tools,
+            prompt=prompt,
+            limits=limits,
+            enable_tool_approval=spec.enable_tool_approval,
+            response_format=_response_format(spec.response_format) if conversation else None,
+            call_ids=self.harness.call_ids if self.harness is not None else None,
+        )
+
+    async def _rlm(self, messages: list[dict[str, Any]]) -> Outcome:
+        """A harness session in `rlm` mode (`harness_rlm.py`): the question (and the session's
+        system-prompt addition) go to the rlm loop; its answer ends the turn."""
+        assert self.harness is not None
+        recorded = [r for r in self.state.since(self.projection.since) if r.get("t") == RecordType.ANSWER]
+        if recorded:  # answered before a restart: finish from the stored answer
+            return await self._done(ev.Answer(text=str(recorded[-1].get("text") or "")))
+        spec = self.view.spec
+        asked = [m for m in messages if m.get("role") != "system"]
+        if spec is not None and spec.system_prompt:
+            asked = [{"role": "system", "content": spec.system_prompt}, *asked]
+        try:
+            outcome = await run_rlm_session(self.harness.subagents, asked)
+        except RlmStopped as exc:
+            BUDGET_STOPS.labels(self.view.kind, exc.reason).inc()
+            return await self._fail(exc.reason, exc.message)
+        except SandboxUnavailable as exc:
+            return await self._fail("SandboxUnavailable", f"rlm mode needs a sandbox this node cannot give: {exc}")
+        except ModelCallError as exc:
+            return await self._fail(exc.reason, exc.message)
+        self.transcript.append(
+            RecordType.ANSWER, text=outcome.answer, sections=None, at=now_iso(),
+            reason=outcome.reason, iterations=outcome.iterations,
+        )
+        return await self._done(ev.Answer(text=outcome.answer))
+
+    def _harness_progress(self) -> None:
+        """Status follows a subagent's stored records (the API reads them when it changes)."""
+        self._progress()
+        self.writer.set(transcript=self.transcript.reference())
+
+    def _started(self) -> frozenset[str]:
+        """Calls that may have had their effect (reported as "outcome unknown", never re-run).
+        In a harness session a call is stored as started before its gate decides, so one
+        without an approving decision never ran: it goes through the gate again (a relay
+        answered while the operator was down is then taken from spec.decisions). Read before
+        `_take_decisions` records such an answer."""
+        state = self.state
+        if self.harness is None:
+            return frozenset(state.started)
+        return frozenset(i for i in state.started if (state.decisions.get(i) or {}).get("approved"))
+
+    def _usage(self) -> tuple[int, float]:
+        """(tokens, cost) of this run or turn so far, subagents included."""
+        usage = self.projection.facts(self.state).usage
+        return usage.total_tokens, usage.cost
+
+    def _seed(self, agent: Agent) -> None:
+        """The messages a new run (or turn) starts with; nothing when they are stored."""
+        state, spec = self.state, self.view.spec
+        if isinstance(self.view, InvestigationView):
+            if not state.messages:
+                request = InvestigationRequest(
+                    title=spec.title, description=spec.description or "", source=spec.source,
+                    subject=spec.subject or {}, context=spec.context or {},
+                    question=spec.question,
+                )
+                for message in agent.initial_messages(request):
+                    self.transcript.append_message(message)
+            return
+        projection = self.projection
+        assert isinstance(projection, ConversationProjection)
+        if projection.index not in state.turns:
+            # Calls left open by an earlier turn that failed (or timed out waiting for
+            # approval) are closed, so this turn can never run them.
+            for call in unresolved_calls(state.working_messages()):
+                status_text = "error"
+                self.transcript.append(
+                    RecordType.TOOL_RESULT, id=call.id, name=call.name, status=status_text,
+                    description="not run",
+                )
+                self.transcript.append_message(
+                    {"role": "tool", "tool_call_id": call.id, "content": NOT_RUN}
+                )
+            if not state.turns:
+                # The first turn (messages stored through the context store may precede it).
+                self.transcript.append_message(agent.system_message())
+            self.transcript.append(RecordType.TURN, index=projection.index, at=now_iso())
+            self.transcript.append_message(self._user_message(agent, projection.index))
+        projection.attach(state)
+
+    def _user_message(self, agent: Agent, index: int) -> dict[str, Any]:
+        """Turn `index`'s question; with its images as content parts (OpenAI's image_url)."""
+        message = agent.user_message(self.view.asks[index])
+        spec = self.view.spec
+        turns = spec.turns if isinstance(self.view, ConversationView) and spec is not None else []
+        images = turns[index].images if index < len(turns) else None
+        if not images:
+            return message
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+        for image in images:
+            url: dict[str, Any] = {"url": image.url}
+            if image.detail:
+                url["detail"] = image.detail
+            if image.format:
+                url["format"] = image.format
+            parts.append({"type": "image_url", "image_url": url})
+        return {**message, "content": parts}
+
+    def _take_decisions(self) -> dict[str, tuple[bool, str | None, str | None]]:
+        """Decisions acted upon before, plus the new ones for the calls that wait (stored
+        before anything they allow can run)."""
+        state = self.state
+        decided, undecided = self.view.split_decisions()
+        if undecided:
+            raise RuntimeError(f"run started while decisions are missing for {undecided}")
+        self.decided_now = [i for i in decided if i not in state.decisions]
+        # A decision is bound to the call the person saw: its digest as the approval_needed
+        # record (and status) showed it, or the one they wrote into the decision themselves.
+        digests = state.pending_digests()
+        for call_id in self.decided_now:
+            decision = self.view.decisions[call_id]
+            self.transcript.append_decision(
+                call_id, bool(decision["approved"]), decision.get("reason"),
+                decision.get("digest") or digests.get(call_id) or None,
+            )
+        # Stored in the background: nothing irreversible happens before the next `sync()`,
+        # which a tool call's intent forces (and which writes these records first, in order).
+        self.transcript.flush_soon()
+        self.engine.applied_decisions[self.ref.uid] = dict(state.decisions)
+        return {
+            i: (bool(d["approved"]), d.get("reason"), d.get("digest"))
+            for i, d in state.decisions.items()
+        }
+
+    def _announce(self, model: ModelConfig, start_time: str, resumed: bool) -> None:
+        verb = "Resumed" if resumed else "Started"
+        what = f"model {model.name}" + (" (built-in demo model: scripted, not an AI)" if self.demo else "")
+        if self.decided_now:
+            approved = sum(1 for i in self.decided_now if self.state.decisions[i]["approved"])
+            note = f"{verb} after decisions: {approved} approved, {len(self.decided_now) - approved} denied"
+        elif isinstance(self.projection, ConversationProjection):
+            note = f"{verb} turn {self.projection.index + 1} with {what}"
+        else:
+            note = f"{verb} investigating with {what}"
+        if self.requester is not None:
+            note += f", asked by {self.requester.username}"
+        if self.scope is not None:
+            note += f"; tools read {self.scope.describe()}"
+        self.projection.running(note, start_time, model.name, self.transcript.reference())
+        self._progress()
+        self.writer.send_soon()
+        reason = "TurnStarted" if isinstance(self.projection, ConversationProjection) and not resumed else verb
+        self.recorder.post(reason, note)
+
+    async def _sync(self) -> None:
+        """Stores the transcript, after the Running status (with startTime) is stored: so a
+        transcript with more than the opening messages always belongs to a started run."""
+        if not self._running_stored:
+            await self.writer.flush()
+            self._running_stored = True
+        await self.transcript.sync()
+
+    async def _drive(
+        self,
+        agent: Agent,
+        messages: list[dict[str, Any]],
+        decisions: dict[str, tuple[bool, str | None, str | None]],
+        started: frozenset[str],
+    ) -> Outcome:
+        transcript, meter = self.transcript, self.meter
+        assert meter is not None
+        stream = agent.run(messages, decisions=decisions, started_call_ids=started)
+        try:
+            async for event in stream:
+                match event:
+                    case ev.MessageAdded(message=message):
+                        transcript.append_message(message)
+                        if message.get("role") == "tool":
+                            transcript.flush_soon()
+                    case ev.ModelMessage(tool_calls=calls):
+                        self._step_called_tools = bool(calls)
+                        if self.harness is not None and event.reasoning:
+                            # 003's `reasoning` event: kept beside the message, never sent back.
+                            transcript.append(RecordType.AGENT, event="reasoning", content=event.reasoning)
+                        meter.model_call(event.latency)
+                        steps = self.projection.facts(self.state).steps + 1
+                        names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
+                        self._progress(
+                            f"Step {steps}: calling {names}" if calls
+                            else f"Step {steps}: writing the answer"
+                        )
+                    case ev.ToolStarted():
+                        # The intent (and the model turn before it) must be stored first.
+                        transcript.append_started(event.call_id, event.digest)
+                        await self._sync()
+                        meter.tool_started(event.call_id, event.name)
+                        self._progress(event.description or event.name)
+                        self.writer.set(transcript=transcript.reference())
+                    case ev.ToolResult(status=status) if status != "approval_required":
+                        transcript.append(
+                            RecordType.TOOL_RESULT, id=event.call_id, name=event.name,
+                            status=status, description=event.description, digest=event.digest,
+                        )
+                        meter.tool_ended(event.call_id, event.name, status)
+                        self._progress()
+                    case ev.TokenCount():
+                        # The window's breakdown and limits ride along: the API's token_count
+                        # events (reference 000's metadata) are rebuilt from this record alone.
+                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0)
+                        transcript.append(
+                            RecordType.TOKENS, promptTokens=event.prompt_tokens,
+                            completionTokens=event.completion_tokens,
+                            totalTokens=event.total_tokens, cost=event.cost or 0.0,
+                            breakdown=dict(event.breakdown), maxTokens=event.max_tokens,
+                            maxOutputTokens=event.max_output_tokens,
+                            truncations=[dataclasses.asdict(t) for t in event.truncations],
+                        )
+                        self._progress()
+                        stop = await self._budget_stop(event.total_tokens, event.cost or 0.0)
+                        if stop is not None:
+                            BUDGET_STOPS.labels(self.view.kind, stop[0]).inc()
+                            return await self._fail(*stop)
+                    case ev.ModelRetry():
+                        meter.model_retry(event.reason)
+                        self._progress(
+                            f"model call failed ({event.reason}), retry {event.attempt} "
+                            f"in {event.delay:.0f}s"
+                        )
+                    case ev.CompactionStarted():
+                        self._progress("Compacting the conversation history")
+                    case ev.Compaction():
+                        transcript.append_compaction(
+                            list(event.messages), event.tokens_before, event.tokens_after
+                        )
+                        self._progress()
+                        self.recorder.post(
+                            "Compacted",
+                            f"history compacted from {event.tokens_before} to "
+                            f"{event.tokens_after} tokens",
+                        )
+                    case ev.ApprovalNeeded(pending=pending):
+                        return await self._await_approval(pending)
+                    case ev.Answer():
+                        return await self._done(event)
+                    case ev.AgentError():
+                        if event.reason == "Timeout":
+                            return await self._fail("Timeout", self._timeout_message())
+                        return await self._fail(event.reason, event.message)
+        finally:
+            await stream.aclose()
+        return await self._fail("EngineStopped", "the agent stopped without an answer")
+
+    async def _budget_stop(self, tokens: int, cost: float) -> tuple[str, str] | None:
+        """After a model call: its spend goes to the namespace's ledger; then, unless the call
+        was the final answer (already paid for, so it is kept), the reason to stop if the
+        run's or the namespace's budget is passed — before another model call is made."""
+        await self.engine.ledger.add(self.ref.namespace, tokens, cost)
+        if not self._step_called_tools:
+            return None
+        usage = self.projection.facts(self.state).usage
+        passed = run_budget_passed(self.view.spec, usage.total_tokens, usage.cost)
+        if passed is not None:
+            return "BudgetExceeded", f"Stopped: {passed}; what it found so far is kept"
+        passed = await self.engine.ledger.check(self.ref.namespace)
+        if passed is not None:
+            return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"
+        return None
+
+    async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
+        self.transcript.append(
+            RecordType.APPROVAL_NEEDED,
+            pending=[
+                {"toolCallId": p.tool_call_id, "toolName": p.tool_name,
+                 "description": p.description, "params": p.params, "digest": p.digest,
+                 **({"frontend": True} if p.tool_name in self.frontend_pause else {})}
+                for p in pending
+            ],
+        )
+        await self._sync()
+        ids = [p.tool_call_id for p in pending]
+        example = json.dumps({"spec": {"decisions": {ids[0]: {"approved": True}}}})
+        message = (
+            f"{len(ids)} tool call(s) need approval: "
+            + ", ".join(f"{p.tool_call_id} ({p.description or p.tool_name})" for p in pending)
+            + f". Approve with: kubectl patch {self.ref.short_name} {self.ref.name} "
+            f"-n {self.ref.namespace} --type merge -p '{example}' (approved: false denies)"
+        )
+        self.projection.awaiting(self.state, message, self.transcript.reference())
+        metrics.run_ended(self.view.kind, "AwaitingApproval", self.started)
+        self.recorder.post("ApprovalRequired", message)  # before the write: see `fail`
+        await self.writer.flush()
+        return Outcome.AWAITING_APPROVAL
+
+    async def _done(self, answer: ev.Answer) -> Outcome:
+        state = self.state
+        if not any(r.get("t") == RecordType.ANSWER for r in state.since(self.projection.since)):
+            self.transcript.append(
+                RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso()
+            )
+        await self._sync()
+        facts = self.projection.facts(state, settled=True)
+        counts = f"{facts.steps} step(s) and {facts.tool_call_count} tool call(s)"
+        if isinstance(self.projection, ConversationProjection):
+            message, reason = f"Turn {self.projection.index + 1} answered after {counts}", "Answered"
+        else:
+            message, reason = f"Investigation complete after {counts}", "Succeeded"
+        if self.demo:
+            message += " (built-in demo model: scripted, not an AI)"
+        self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
+        spec = self.view.spec
+        max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps
+        # Counted and announced before the final write, for the reason given in `fail`.
+        metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
+        self.recorder.post(reason, message)
+        await self.writer.flush()
+        return Outcome.DONE
+
+
+def _response_format(text: str | None) -> dict[str, Any] | None:
+    """spec.responseFormat parsed; a value that is not a JSON object is ignored (the API
+    validates it; a kubectl user who wrote nonsense gets free text)."""
+    try:
+        value = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def run_attempt(
+    engine: Engine, body: dict[str, Any] | Any
+) -> tuple[Outcome, dict[str, Any] | None]:
+    """Runs the resource in `body` from its transcript until it (or its current turn) ends or
+    waits for approval; also returns the object as the apiserver stored its last status write.
+
+    The caller makes sure that every call in status.pendingApprovals has a decision in spec,
+    that nobody else runs the same resource, and that the object still exists.
+    """
+    view = view_of(body)
+    active = metrics.RUNS_ACTIVE.labels(view.kind)
+    engine.active_runs += 1
+    active.inc()
+    try:
+        attempt = _Attempt(engine, view)
+        outcome = await attempt.run()
+        return outcome, attempt.writer.last_object
+    finally:
+        engine.active_runs -= 1
+        active.dec()
+
+
+def _scope_instructions(scope: RunScope | None) -> str | None:
+    """What the model is told about its reach (the apiserver enforces it either way)."""
+    if scope is None or scope.cluster:
+        return None
+    return (
+        "Access scope: your tools can read only these namespaces: " + ", ".join(scope.namespaces)
+        + " (and cluster-scoped objects such as nodes). Anything in another namespace is "
+        "forbidden to you by the Kubernetes API, on purpose, and so is listing across all "
+        "namespaces: always pass one of these namespaces. If the question is about another "
+        "namespace, do not guess: say plainly that this run is not allowed to read it and that "
+        "a cluster admin can grant wider scope."
+    )

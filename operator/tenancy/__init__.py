@@ -1,0 +1,1 @@
+"""Which namespaces a run may read, and the identities its tools act as."""

@@ -1,0 +1,109 @@
+"""Per-scope identities: the Kubernetes API, not the tools, keeps a run inside its scope.
+
+A run whose scope is a set of namespaces acts as a ServiceAccount made for exactly that set:
+`scope-<digest>` in the scopes namespace (the chart's `<release>-scopes`, which holds nothing
+else), bound to the read-only ClusterRole by a RoleBinding in each namespace of the set, and
+nowhere else. Cluster-scoped reads the chart allows (nodes, storage classes, ...) come from a
+ClusterRoleBinding to the group of every account in the scopes namespace. A run with the
+whole cluster in scope uses the cluster-wide tools account (`tools_identity.py`).
+
+What the operator needs for this (the chart grants exactly that): create ServiceAccounts and
+tokens in the scopes namespace, create RoleBindings, and `bind` on the read-only ClusterRole
+alone — so it can hand out nothing but read access that is never Secrets.
+
+Accounts and bindings are kept (one per distinct scope, reused by every run with that scope);
+tokens are short-lived and minted per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+
+from kubernetes import client as k8s
+
+from lestrade.resources.tenancy import RunScope
+
+from lestrade.operator.tenancy.tools_identity import ToolsIdentity
+
+__all__ = ["ScopeIdentities", "scope_account_name", "SCOPE_LABEL"]
+
+logger = logging.getLogger(__name__)
+
+SCOPE_LABEL = "lestrade.dev/tools-scope"
+
+
+def scope_account_name(namespaces: list[str]) -> str:
+    digest = hashlib.sha256(",".join(sorted(set(namespaces))).encode()).hexdigest()[:16]
+    return f"scope-{digest}"
+
+
+class ScopeIdentities:
+    """Mints (and caches) the identity of each scope, with the operator's client."""
+
+    def __init__(self, operator: k8s.ApiClient, scopes_namespace: str, read_role: str,
+                 cluster: ToolsIdentity | None) -> None:
+        self.operator = operator
+        self.scopes_namespace = scopes_namespace
+        self.read_role = read_role
+        self.cluster = cluster
+        self._core = k8s.CoreV1Api(operator)
+        self._rbac = k8s.RbacAuthorizationV1Api(operator)
+        self._lock = threading.Lock()
+        self._identities: dict[str, ToolsIdentity] = {}
+
+    def for_scope(self, scope: RunScope) -> ToolsIdentity | None:
+        """The identity the run's tools use; None only for a cluster scope without a tools account."""
+        if scope.cluster:
+            if self.cluster is not None:
+                self.cluster.refresh()
+            return self.cluster
+        name = scope_account_name(scope.namespaces)
+        with self._lock:
+            identity = self._identities.get(name)
+            if identity is None:
+                complete = self._ensure(name, scope.namespaces)
+                identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
+                if complete:  # else a namespace created later gets its binding next time
+                    self._identities[name] = identity
+        identity.refresh()
+        return identity
+
+    def _ensure(self, name: str, namespaces: list[str]) -> bool:
+        """Creates the account and its bindings; False when a namespace does not exist yet."""
+        labels = {SCOPE_LABEL: name, "app.kubernetes.io/managed-by": "lestrade-operator"}
+        account = k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(
+            name=name, labels=labels,
+            annotations={"lestrade.dev/namespaces": ",".join(sorted(namespaces))},
+        ), automount_service_account_token=False)
+        _created(self._core.create_namespaced_service_account, self.scopes_namespace, account)
+        complete = True
+        for namespace in namespaces:
+            binding = k8s.V1RoleBinding(
+                metadata=k8s.V1ObjectMeta(name=f"lestrade-{name}", labels=labels),
+                role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
+                                       name=self.read_role),
+                subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=name,
+                                            namespace=self.scopes_namespace)],
+            )
+            try:
+                _created(self._rbac.create_namespaced_role_binding, namespace, binding)
+            except k8s.ApiException as exc:
+                if exc.status != 404:  # a namespace that does not exist: nothing to read there
+                    raise
+                complete = False
+        logger.info("tools identity %s/%s reads %s", self.scopes_namespace, name, ", ".join(namespaces))
+        return complete
+
+    def close(self) -> None:
+        for identity in self._identities.values():
+            identity.close()
+
+
+def _created(create, *args) -> None:  # type: ignore[no-untyped-def]
+    try:
+        create(*args)
+    except k8s.ApiException as exc:
+        if exc.status != 409:
+            raise

@@ -1,0 +1,446 @@
+"""The `bash` tool: run a command line as argv pipelines — parsed, judged, never given to a shell.
+
+Read-only commands (see `bash_policy`) run at once; others wait for approval; forbidden ones
+(Secret data, raw credentials) never run. Pipes are `os.pipe()`s between processes started with
+`asyncio.create_subprocess_exec`, each in its own session so a timeout can end the whole
+pipeline by process group.
+
+What a command can reach does not depend on the parser: children get an environment built from
+an allowlist (no model keys, no `KUBERNETES_SERVICE_*` that would lead kubectl to the
+operator's mounted token; `KUBECONFIG` only the tools identity's, `HOME` and the working folder
+a private one), and each child confines itself with Landlock (`sandbox.py`) so that it cannot
+open the operator's token, kubeconfig, model keys or `/proc`, whatever it runs. Redirections
+and globs, which the operator itself resolves, are held to the same sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import functools
+import glob
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
+from lestrade.operator.tools.bash.parse import CommandLine, Pipeline, Stage
+from lestrade.operator.tools.bash.policy import evaluate_text
+from lestrade.operator.tools.common import FunctionTool, Params, schema
+from lestrade.operator.tools.redact import redact_async
+from lestrade.operator.tools.bash.sandbox import ToolSandbox
+
+__all__ = ["BashRunner", "RunResult", "bash_toolset", "confined_runner", "default_bash_env", "bash_sandbox"]
+
+# Never from the operator's environment: its API keys, its KUBECONFIG, KUBERNETES_SERVICE_*.
+_PASS_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+_INSTRUCTIONS = """\
+The bash tool runs one command line without a shell: pipes (|), &&, || and ; work; variables,
+$(...), loops and here-docs do not. Read-only commands run at once: kubectl get/describe/logs/
+top/events/explain, and grep, head, tail, sort, uniq, wc, cut, tr, awk, jq, cat as filters of
+piped output (not on files). Spell long options in full: each program has a list of options
+that run unattended, and an abbreviated or unlisted option waits for a human's approval, like
+anything else off the list. Prefer the kubectl_* tools; use bash for filtering large output."""
+
+
+def default_bash_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The allowlisted part of the operator's environment, plus `extra` (the caller's own)."""
+    env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env.update(extra or {})
+    for key in [k for k in env if k.startswith("KUBERNETES_SERVICE_") or k.startswith("KUBERNETES_PORT")]:
+        del env[key]  # in-cluster, kubectl would fall back to the operator's mounted token
+    return env
+
+
+_workdir: str | None = None
+
+
+def _process_workdir() -> str:
+    """A private (0700) working folder for tool processes, removed when the process exits."""
+    global _workdir
+    if _workdir is None:
+        _workdir = tempfile.mkdtemp(prefix="lestrade-tools-")
+        atexit.register(shutil.rmtree, _workdir, True)
+    return _workdir
+
+
+def _server_ports(kubeconfig: str | None) -> list[int]:
+    """The API server ports a kubeconfig names (the only TCP ports tool processes may use)."""
+    if not kubeconfig:
+        return []
+    try:
+        config = yaml.safe_load(Path(kubeconfig).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    ports = []
+    for entry in config.get("clusters") or []:
+        url = urlsplit(str((entry.get("cluster") or {}).get("server") or ""))
+        with contextlib.suppress(ValueError):
+            ports.append(url.port or (443 if url.scheme == "https" else 80))
+    return ports
+
+
+def _operator_credentials() -> list[str]:
+    """Credential files the operator process itself was pointed at (kept from the tools)."""
+    paths = ["/var/run/secrets", "/run/secrets", os.path.expanduser("~/.kube")]
+    paths += [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if os.environ.get("LESTRADE_MODEL_LIST"):
+        paths.append(os.environ["LESTRADE_MODEL_LIST"])
+    return paths
+
+
+def bash_sandbox(env: Mapping[str, str], workdir: str, kubeconfig: str | None) -> ToolSandbox:
+    """The sandbox of bash's children: system folders, the folders on PATH (not the operator's
+    home or working folder, nor anything above them), the tools' kubeconfig folder; writes
+    only in `workdir`; TCP only to the kubeconfig's API server. One per configuration (a
+    registry is built per run; the ruleset is not)."""
+    hidden = tuple(_operator_credentials())
+    return _cached_sandbox(env.get("PATH", ""), workdir, kubeconfig, hidden, os.getcwd())
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_sandbox(path: str, workdir: str, kubeconfig: str | None, hidden_paths: tuple[str, ...],
+                    cwd: str) -> ToolSandbox:
+    protected = [Path(os.path.realpath(p)) for p in (os.path.expanduser("~"), cwd)]
+    reads: list[str] = []
+    for entry in path.split(os.pathsep):
+        real = Path(os.path.realpath(entry)) if os.path.isabs(entry) else None
+        if real and real.is_dir() and not any(real == p or real in p.parents for p in protected):
+            reads.append(str(real))
+    kubectl = shutil.which("kubectl", path=path)
+    if kubectl:
+        reads.append(str(Path(os.path.realpath(kubectl)).parent))  # a symlink's target folder
+    hidden = list(hidden_paths)
+    if kubeconfig:
+        folder = str(Path(os.path.realpath(kubeconfig)).parent)
+        reads.append(folder)
+        hidden = [h for h in hidden if os.path.realpath(h) not in (os.path.realpath(kubeconfig), folder)]
+    return ToolSandbox(read=reads, write=[workdir], hidden=hidden, connect_ports=_server_ports(kubeconfig))
+
+
+@dataclass
+class RunResult:
+    output: str
+    exit_code: int
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class _Refused(Exception):
+    pass
+
+
+class BashRunner:
+    """Executes a parsed CommandLine with exec and our own pipes."""
+
+    def __init__(self, env: Mapping[str, str], *, timeout: float = 60.0, max_output: int = 200_000,
+                 cwd: str | None = None, sandbox: ToolSandbox | None = None) -> None:
+        """With a `sandbox`, every child confines itself before exec, and redirections and
+        globs (resolved here, in the operator) are held to it too."""
+        self.env = dict(env)
+        self.timeout = timeout
+        self.max_output = max_output
+        self.cwd = cwd
+        self.sandbox = sandbox
+        self._preexec = sandbox.preexec() if sandbox is not None else None
+
+    def _permitted(self, path: str, *, write: bool = False) -> bool:
+        if self.sandbox is None:
+            return True
+        full = path if os.path.isabs(path) else os.path.join(self.cwd or os.getcwd(), path)
+        return self.sandbox.permits(full, write=write)
+
+    async def run(self, line: CommandLine) -> RunResult:
+        if line.unsupported:
+            raise _Refused(
+                f"this command cannot run without a shell ({'; '.join(dict.fromkeys(line.unsupported))}); "
+                "rewrite it as plain commands and pipes, or split it into several calls"
+            )
+        outputs: list[str] = []
+        status = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        truncated = False
+        for index, pipeline in enumerate(line.pipelines):
+            if index:
+                op = line.operators[index - 1] if index - 1 < len(line.operators) else ";"
+                if (op == "&&" and status != 0) or (op == "||" and status == 0):
+                    continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return RunResult("".join(outputs), 124, timed_out=True)
+            result = await self._run_pipeline(pipeline, remaining, self.max_output - sum(map(len, outputs)))
+            outputs.append(result.output)
+            status = result.exit_code
+            truncated |= result.truncated
+            if result.timed_out:
+                return RunResult("".join(outputs), 124, timed_out=True, truncated=truncated)
+            if truncated:
+                break
+        return RunResult("".join(outputs), status, truncated=truncated)
+
+    def _argv(self, stage: Stage) -> list[str]:
+        argv: list[str] = []
+        for i, arg in enumerate(stage.argv):
+            if i in stage.glob_args:
+                matches = [m for m in sorted(glob.glob(arg, root_dir=self.cwd)) if self._permitted(m)]
+                argv.extend(matches or [arg])  # bash leaves a pattern without matches as-is
+            else:
+                argv.append(arg)
+        program = argv[0]
+        resolved = program if "/" in program else shutil.which(program, path=self.env.get("PATH"))
+        if not resolved:
+            raise _Refused(f"{program}: command not found")
+        return [resolved, *argv]  # executable, then argv with the name as typed
+
+    async def _run_pipeline(self, pipeline: Pipeline, timeout: float, budget: int) -> RunResult:
+        """Start every stage; each stage's output reaches the next one only after `redact`.
+
+        Why not plain pipes: a filter that transforms text (`rev`, `tr`, `cut -c`, jq's
+        `explode`) would hand the final redaction a shape it cannot recognise. Redacting each
+        stage's output before the next stage reads it means filters only see redacted text
+        (see `bash_policy`). The cost is that a stage's output is buffered, up to
+        `RELAY_CAP` bytes, before the next stage starts reading.
+        """
+        procs: list[asyncio.subprocess.Process] = []
+        side_tasks: list[asyncio.Task[Any]] = []
+        stderr_tasks: list[asyncio.Task[bytes]] = []
+        argvs = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
+        try:
+            for i, stage in enumerate(pipeline.stages):
+                opened: list[IO[Any]] = []
+                try:
+                    stdin: Any = asyncio.subprocess.PIPE if i else asyncio.subprocess.DEVNULL
+                    stdout: Any = asyncio.subprocess.PIPE
+                    stderr: Any = asyncio.subprocess.PIPE
+                    if i < len(pipeline.stages) - 1 and i < len(pipeline.stderr_piped) and pipeline.stderr_piped[i]:
+                        stderr = asyncio.subprocess.STDOUT  # `|&`
+                    stdin, stdout, stderr = self._apply_redirects(stage, stdin, stdout, stderr, opened)
+                    proc = await asyncio.create_subprocess_exec(
+                        *argvs[i][1:], executable=argvs[i][0], stdin=stdin, stdout=stdout, stderr=stderr, env=self.env,
+                        cwd=self.cwd, start_new_session=True, preexec_fn=self._preexec,
+                    )
+                finally:
+                    for handle in opened:
+                        handle.close()  # the child holds its own copy
+                procs.append(proc)
+                if proc.stderr is not None:
+                    stderr_tasks.append(asyncio.ensure_future(_read_capped(proc.stderr, 20_000)))
+                if i:
+                    side_tasks.append(asyncio.ensure_future(_relay_redacted(procs[i - 1], proc, argvs[i - 1][1])))
+            return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget)
+        except BaseException:
+            for proc in procs:
+                _kill(proc)
+            for task in [*stderr_tasks, *side_tasks]:
+                task.cancel()
+            raise
+
+    def _apply_redirects(self, stage: Stage, stdin: Any, stdout: Any, stderr: Any, opened: list[IO[Any]]) -> tuple[Any, Any, Any]:
+        for r in stage.redirects:
+            if r.op == "dup":
+                if r.fd == 2 and r.target == 1:
+                    stderr = asyncio.subprocess.STDOUT if stdout in (asyncio.subprocess.PIPE,) else stdout
+                elif r.fd == 1 and r.target == 2:
+                    stdout = stderr
+                continue
+            path = str(r.target)
+            if not self._permitted(path, write=r.op != "<"):
+                raise _Refused(f"{path}: outside what tool processes may {'read' if r.op == '<' else 'write'}")
+            if r.op == "<":
+                source: IO[bytes] = self._open(path, os.O_RDONLY, "rb")
+                opened.append(source)
+                stdin = source
+                continue
+            append = r.op == ">>"
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+            sink: IO[bytes] = self._open(path, flags, "ab" if append else "wb")
+            opened.append(sink)
+            if r.fd in (1, -1):
+                stdout = sink
+            if r.fd in (2, -1):
+                stderr = sink
+        return stdin, stdout, stderr
+
+    def _resolve(self, path: str) -> str:
+        return path if os.path.isabs(path) or self.cwd is None else os.path.join(self.cwd, path)
+
+    def _open(self, path: str, flags: int, mode: str) -> IO[bytes]:
+        """Opens the path the sandbox check resolved, never following a symlink put in its
+        place since (a concurrent call could try)."""
+        target = os.path.realpath(self._resolve(path)) if self.sandbox is not None else self._resolve(path)
+        nofollow = os.O_NOFOLLOW if self.sandbox is not None else 0
+        return os.fdopen(os.open(target, flags | nofollow | os.O_CLOEXEC, 0o644), mode)
+
+    async def _collect(self, procs: list[asyncio.subprocess.Process], side_tasks: list[asyncio.Task[Any]],
+                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int) -> RunResult:
+        last = procs[-1]
+        chunks: list[bytes] = []
+        size = 0
+        truncated = False
+
+        async def read_stdout() -> None:
+            # Read to EOF even past the cap: on Python 3.11 `Process.wait()` only returns once
+            # every pipe is closed, so an undrained pipe would hang a killed pipeline.
+            nonlocal size, truncated
+            if last.stdout is None:
+                return
+            while chunk := await last.stdout.read(65536):
+                if truncated:
+                    continue
+                if size + len(chunk) > budget:
+                    chunks.append(chunk[: max(0, budget - size)])
+                    size = budget
+                    truncated = True
+                    for proc in procs:
+                        _kill(proc)  # enough output; do not let a producer run on
+                    continue
+                chunks.append(chunk)
+                size += len(chunk)
+
+        tasks = [asyncio.ensure_future(read_stdout()), *side_tasks, *(asyncio.ensure_future(p.wait()) for p in procs)]
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        timed_out = bool(pending)
+        if pending:
+            for proc in procs:
+                _kill(proc)
+            # Killed processes close their pipes at once; the bound only guards against a
+            # grandchild that escaped the process group and still holds a pipe open.
+            _, still = await asyncio.wait(pending, timeout=5)
+            for task in still:
+                task.cancel()
+        errors = []
+        for stderr_task in stderr_tasks:
+            with contextlib.suppress(Exception):
+                data = await asyncio.wait_for(stderr_task, 5)
+                if data:
+                    errors.append(data.decode("utf-8", errors="replace"))
+        text = b"".join(chunks).decode("utf-8", errors="replace")
+        if errors:
+            text += ("" if not text or text.endswith("\n") else "\n") + "".join(errors)
+        code = last.returncode if last.returncode is not None else -1
+        if truncated:
+            code = 0 if code < 0 else code
+        return RunResult(text, code, timed_out=timed_out, truncated=truncated)
+
+
+RELAY_CAP = 16 * 1024 * 1024
+
+
+async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str) -> None:
+    """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it)."""
+    sink = consumer.stdin
+    try:
+        if producer.stdout is not None:
+            data = await _read_capped(producer.stdout, RELAY_CAP)
+            text = await redact_async(data.decode("utf-8", errors="replace"), limit=RELAY_CAP)
+            if len(data) >= RELAY_CAP:
+                _kill(producer)
+                text += f"\n[output of {name} cut at {RELAY_CAP} bytes]\n"
+            if sink is not None:
+                sink.write(text.encode())
+                await sink.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the consumer stopped reading (`head`): like SIGPIPE in a shell
+    finally:
+        if sink is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
+                sink.close()
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
+    """Read to EOF (so the writer never blocks) but keep only the first `cap` bytes."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) < cap:
+            kept += chunk[: cap - len(kept)]
+    return bytes(kept)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group id is its pid
+
+
+def confined_runner(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.PathLike[str] | None = None,
+                    timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> BashRunner | None:
+    """The runner of the bash tool: allowlisted environment, private working folder, Landlock
+    sandbox; None when the kernel cannot confine the children (then nothing may run)."""
+    extra = dict(env or {})
+    kubeconfig = str(kubeconfig or extra.pop("KUBECONFIG", "") or "") or None
+    workdir = cwd or _process_workdir()
+    child_env = default_bash_env({**extra, "HOME": workdir})
+    if kubeconfig:
+        child_env["KUBECONFIG"] = kubeconfig
+    sandbox = bash_sandbox(child_env, workdir, kubeconfig)
+    if not sandbox.available:
+        return None
+    return BashRunner(child_env, timeout=timeout, max_output=max_output, cwd=workdir, sandbox=sandbox)
+
+
+_NO_SANDBOX = (
+    "the bash tool is unavailable: this kernel has no Landlock (Linux 5.13+), which keeps tool "
+    "processes away from the operator's credentials; use the kubectl_* tools"
+)
+
+
+def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.PathLike[str] | None = None,
+                 timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> Toolset:
+    """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
+    kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
+    the private working folder (and HOME) of the children, the only place they may write."""
+    runner = confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd)
+
+    def approval(p: Params) -> bool:
+        _, verdict = evaluate_text(p.opt_str("command") or "")
+        # A forbidden command is refused outright: asking a human to approve it would be moot.
+        return verdict.needs_approval and not verdict.forbidden
+
+    async def run(p: Params) -> ToolOutput:
+        command = p.required("command")
+        line, verdict = evaluate_text(command)
+        if verdict.forbidden:  # never runs, so it never asks for approval either
+            return ToolOutput(status="error", error=f"refused: {verdict.forbidden}")
+        if line is None:
+            return ToolOutput(status="error", error=f"refused: {verdict.reason}")
+        if runner is None:
+            return ToolOutput(status="error", error=_NO_SANDBOX)
+        try:
+            result = await runner.run(line)
+        except _Refused as exc:
+            return ToolOutput(status="error", error=f"refused: {exc}")
+        except OSError as exc:
+            return ToolOutput(status="error", error=f"{type(exc).__name__}: {exc}")
+        text = result.output
+        if result.truncated:
+            text += f"\n[output truncated at {max_output} bytes]"
+        if result.timed_out:
+            return ToolOutput(status="error", data=text, error=f"timed out after {timeout:.0f}s; partial output:\n{text}")
+        if result.exit_code != 0:
+            text += f"\n(exit code {result.exit_code})"
+        return ToolOutput(status="success" if text.strip() else "no_data", data=text)
+
+    tool: Tool = FunctionTool(
+        "bash",
+        "Run a command line (no shell: pipes, &&, ||, ; only). Read-only commands run at once; others need approval.",
+        schema(["command"], command={"type": "string"}),
+        run,
+        lambda p: p.opt_str("command") or "",
+        approval=approval,
+        keep="tail",
+    )
+    return Toolset(name="bash", tools=[tool], instructions=_INSTRUCTIONS)

@@ -1,0 +1,1 @@
+"""The read-only Kubernetes tools: API access, kubectl-like rendering, sanitizing."""

@@ -1,0 +1,1 @@
+"""What starts runs without a person: schedules and Kubernetes Warning Events."""

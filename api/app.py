@@ -1,6 +1,7 @@
 """The FastAPI application: health, readiness, and the HolmesGPT-compatible endpoints
-(`holmes/`), the other reference documents' packages (`hosted/`, `harness/`, `contexts/`), all backed by the same custom resources the
-operator works on."""
+(`holmes/`), the other reference documents' packages (`hosted/`, `harness/`, `contexts/`), and
+what other agents use (`agents/`: MCP, A2A, past findings), all backed by the same custom
+resources the operator works on."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
+from lestrade.api.agents import findings_routes
+from lestrade.api.agents.mcp_server import install_mcp
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
 from lestrade.api.holmes import routes_chat
@@ -22,6 +25,7 @@ from lestrade.api.contexts import routes as routes_contexts
 from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
 from lestrade.api.holmes import routes_investigate
+from lestrade.api.base.findings import Findings
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from lestrade.api.holmes.chats import ChatStore, ClientError
 from lestrade.api.contexts.store import ContextStore
@@ -66,7 +70,8 @@ def create_app(
         for watch in app.state.watches.values():
             watch.start()
         try:
-            yield
+            async with mcp_sessions:
+                yield
         finally:
             for watch in app.state.watches.values():
                 await watch.stop()
@@ -96,6 +101,9 @@ def create_app(
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
+    app.state.findings = Findings(watches)  # past findings, from the shared watches
+    app.include_router(findings_routes.router)  # /api/findings
+    mcp_sessions = install_mcp(app)  # /mcp: Lestrade as an MCP server
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

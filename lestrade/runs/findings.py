@@ -225,7 +225,7 @@ class SearchQuery:
 
 _SCHEMA = """
 CREATE TABLE runs (
-    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, namespace TEXT NOT NULL, finished REAL NOT NULL,
+    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, finished REAL NOT NULL,
     alert TEXT NOT NULL, facts TEXT NOT NULL,
     title TEXT NOT NULL, alert_text TEXT NOT NULL, involved TEXT NOT NULL, body TEXT NOT NULL
 );
@@ -305,9 +305,9 @@ class FindingsIndex:
         facts = json.dumps({k: v for k, v in asdict(finding).items() if k != "body"})
         row = (finding.title, finding.alert, involved, finding.body)
         self._db.execute(
-            "INSERT INTO runs (id, key, namespace, finished, alert, facts, title, alert_text, involved, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rowid, key, finding.namespace, finding.finished, finding.alert, facts, *row),
+            "INSERT INTO runs (id, key, kind, namespace, finished, alert, facts, title, alert_text, involved, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rowid, key, finding.kind, finding.namespace, finding.finished, finding.alert, facts, *row),
         )
         self._db.execute("INSERT INTO runs_text (rowid, title, alert_text, involved, body) VALUES (?, ?, ?, ?, ?)",
                          (rowid, *row))
@@ -327,13 +327,16 @@ class FindingsIndex:
         self._db.execute("DELETE FROM runs WHERE id = ?", (rowid,))
         self._db.execute("DELETE FROM involved WHERE run = ?", (rowid,))
 
-    def namespaces(self) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT DISTINCT namespace FROM runs ORDER BY namespace")]
+    def namespaces(self) -> list[tuple[str, str]]:
+        """(kind, namespace) of every indexed run, for deciding what a reader may read."""
+        return list(self._db.execute("SELECT DISTINCT kind, namespace FROM runs ORDER BY kind, namespace"))
 
     def search(self, query: SearchQuery, namespaces: Iterable[str] | None = None,
-               now: float | None = None) -> list[dict[str, Any]]:
-        """The findings that match, best first; only in `namespaces` when given (the ones the
-        reader may read: an empty list finds nothing)."""
+               now: float | None = None, *, readable: Iterable[tuple[str, str]] | None = None,
+               ) -> list[dict[str, Any]]:
+        """The findings that match, best first; only in `namespaces` when given, and only of the
+        (kind, namespace) pairs in `readable` when given (what the reader may read: an empty
+        list finds nothing)."""
         where: list[str] = []
         args: list[Any] = []
         if namespaces is not None:
@@ -342,6 +345,12 @@ class FindingsIndex:
                 return []
             where.append(f"runs.namespace IN ({','.join('?' * len(allowed))})")
             args += allowed
+        if readable is not None:
+            pairs = sorted(set(readable))
+            if not pairs:
+                return []
+            where.append("(" + " OR ".join("(runs.kind = ? AND runs.namespace = ?)" for _ in pairs) + ")")
+            args += [part for pair in pairs for part in pair]
         if query.alert:
             where.append("runs.alert = ? COLLATE NOCASE")
             args.append(query.alert)

@@ -92,3 +92,17 @@ def test_since_accepts_durations_and_times_and_names_the_error() -> None:
     assert parse_since("24h", now) == now - 86400 and parse_since("7d", now) == now - 7 * 86400
     with pytest.raises(ValueError, match="24h"):
         parse_since("yesterday")
+
+
+def test_readable_pairs_limit_each_kind_to_its_namespaces() -> None:
+    index = FindingsIndex()
+    chat = {"kind": "Conversation", "metadata": {"name": "c", "namespace": "shop", "resourceVersion": "1"},
+            "spec": {"turns": [{"ask": "why is web down?"}]},
+            "status": {"turns": [{"phase": "Answered", "answer": "web is OOMKilled",
+                                  "completionTime": "2026-11-20T10:00:00Z"}]}}
+    index.sync([inv("i", analysis="web is OOMKilled"), chat])
+    assert sorted(index.namespaces()) == [("Conversation", "shop"), ("Investigation", "shop")]
+    found = index.search(SearchQuery(text="web"), readable=[("Investigation", "shop")])
+    assert [(r["kind"], r["name"]) for r in found] == [("Investigation", "i")]
+    assert {r["name"] for r in index.search(SearchQuery(text="web"))} == {"i", "c"}
+    assert index.search(SearchQuery(text="web"), readable=[]) == []

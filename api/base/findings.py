@@ -1,0 +1,51 @@
+"""Past findings as the API serves them: one `FindingsIndex` over the runs its shared watches
+already hold (no list of its own), brought up to date when someone searches (only the runs
+whose resourceVersion changed are read again), and searched only in the namespaces where the
+caller may `list` that kind (`access.may_as`), as kubectl would show them.
+
+Used by `GET /api/findings` and the MCP tool `search_findings` (`lestrade.api.agents`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
+from lestrade.runs.findings import FindingsIndex, SearchQuery
+
+from lestrade.api.base.access import may_as
+from lestrade.api.base.auth import Verdict
+from lestrade.api.base.watch import SharedWatch
+
+__all__ = ["Findings"]
+
+KINDS = {INVESTIGATION_PLURAL: INVESTIGATION_KIND, CONVERSATION_PLURAL: CONVERSATION_KIND}
+
+
+class Findings:
+    def __init__(self, watches: dict[str, SharedWatch]) -> None:
+        self._watches = watches
+        self._index = FindingsIndex()
+        self._lock = asyncio.Lock()
+
+    def _objects(self) -> Iterator[dict[str, Any]]:
+        for plural, kind in KINDS.items():
+            watch = self._watches.get(plural)
+            for obj in list(watch.objects.values()) if watch is not None else []:
+                yield obj if obj.get("kind") else {"kind": kind, **obj}
+
+    async def refresh(self) -> int:
+        async with self._lock:
+            return self._index.sync(self._objects())
+
+    async def search(self, app: object, verdict: Verdict | None, query: SearchQuery) -> list[dict[str, Any]]:
+        """The findings the caller may read (`list` of that kind in that namespace), best first."""
+        await self.refresh()
+        plurals = {kind: plural for plural, kind in KINDS.items()}
+        readable = [
+            (kind, ns) for kind, ns in self._index.namespaces()
+            if await may_as(app, verdict, "list", plurals[kind], ns)
+        ]
+        return self._index.search(query, readable=readable)

@@ -9,6 +9,7 @@ Used by `GET /api/findings` and the MCP tool `search_findings` (`lestrade.api.ag
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,9 @@ from lestrade.api.base.watch import SharedWatch
 
 __all__ = ["Findings"]
 
+FRESH_SECONDS = 1.0
+"""A search within this time of the last one uses the index as it is (reading 10,000 runs'
+versions costs tens of milliseconds; runs do not finish that often)."""
 KINDS = {INVESTIGATION_PLURAL: INVESTIGATION_KIND, CONVERSATION_PLURAL: CONVERSATION_KIND}
 
 
@@ -29,6 +33,7 @@ class Findings:
         self._watches = watches
         self._index = FindingsIndex()
         self._lock = asyncio.Lock()
+        self._synced = -FRESH_SECONDS
 
     def _objects(self) -> Iterator[dict[str, Any]]:
         for plural, kind in KINDS.items():
@@ -37,8 +42,16 @@ class Findings:
                 yield obj if obj.get("kind") else {"kind": kind, **obj}
 
     async def refresh(self) -> int:
+        """Brings the index up to date. The work runs in a thread (the first time it reads
+        every run: seconds with 10,000), on a snapshot of the watches' current objects, which
+        the watches replace but never change in place."""
         async with self._lock:
-            return self._index.sync(self._objects())
+            if time.monotonic() - self._synced < FRESH_SECONDS:
+                return 0
+            snapshot = list(self._objects())
+            changed = await asyncio.to_thread(self._index.sync, snapshot)
+            self._synced = time.monotonic()
+            return changed
 
     async def search(self, app: object, verdict: Verdict | None, query: SearchQuery) -> list[dict[str, Any]]:
         """The findings the caller may read (`list` of that kind in that namespace), best first."""
@@ -48,4 +61,5 @@ class Findings:
             (kind, ns) for kind, ns in self._index.namespaces()
             if await may_as(app, verdict, "list", plurals[kind], ns)
         ]
-        return self._index.search(query, readable=readable)
+        async with self._lock:  # one connection: never used by two threads at once
+            return await asyncio.to_thread(self._index.search, query, None, None, readable=readable)

@@ -10,8 +10,9 @@ as the run's scope identity) — so each asks the same questions of the same fac
   finished, its root cause (the root-cause section, else the head of the answer) and the fix
   that was applied or approved (the write calls a person approved, with their outcome);
 - `FindingsIndex`: an in-memory SQLite database with an FTS5 full-text index (porter stemming,
-  BM25 ranking; SQLite ships with CPython, so nothing to install) over title, alert, involved
-  resources and text, and plain tables for the exact filters (involved resource, alert name,
+  BM25 ranking; SQLite ships with CPython, so nothing to install; contentless: the text is not
+  kept twice) over title, alert, involved resources and text, and plain tables for the exact
+  filters (involved resource, alert name,
   time range, the namespaces the caller may read).
 
 Everything in a finding was written by a model or read from the cluster: hostile text. Free-text
@@ -24,6 +25,7 @@ import json
 import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -226,8 +228,7 @@ class SearchQuery:
 _SCHEMA = """
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, finished REAL NOT NULL,
-    alert TEXT NOT NULL, facts TEXT NOT NULL,
-    title TEXT NOT NULL, alert_text TEXT NOT NULL, involved TEXT NOT NULL, body TEXT NOT NULL
+    alert TEXT NOT NULL, facts TEXT NOT NULL, indexed BLOB NOT NULL
 );
 CREATE INDEX runs_finished ON runs (finished);
 CREATE INDEX runs_alert ON runs (alert COLLATE NOCASE);
@@ -235,7 +236,7 @@ CREATE TABLE involved (run INTEGER NOT NULL, namespace TEXT NOT NULL, kind TEXT 
 CREATE INDEX involved_name ON involved (name);
 CREATE INDEX involved_run ON involved (run);
 CREATE VIRTUAL TABLE runs_text USING fts5 (
-    title, alert_text, involved, body, content='runs', content_rowid='id', tokenize='porter unicode61'
+    title, alert_text, involved, body, content='', tokenize='porter unicode61'
 );
 """
 _WEIGHTS = "3.0, 2.0, 2.0, 1.0"  # bm25() column weights: title, alert, involved resources, text
@@ -286,8 +287,13 @@ class FindingsIndex:
         return changed
 
     def put(self, obj: Mapping[str, Any]) -> None:
+        self.add([obj])
+
+    def add(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Adds (or replaces) the findings of `objects`, in one transaction."""
         with self._db:
-            self._put(self.key(obj), obj, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+            for obj in objects:
+                self._put(self.key(obj), obj, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         with self._db:
@@ -304,10 +310,12 @@ class FindingsIndex:
         involved = " ".join(f"{ns} {kind} {name}" for ns, kind, name in finding.resources)
         facts = json.dumps({k: v for k, v in asdict(finding).items() if k != "body"})
         row = (finding.title, finding.alert, involved, finding.body)
+        # The text index keeps no copy of the text (contentless); forgetting a row needs the
+        # values it indexed, kept compressed (a third of the size).
+        indexed = zlib.compress(json.dumps(row).encode(), 6)
         self._db.execute(
-            "INSERT INTO runs (id, key, kind, namespace, finished, alert, facts, title, alert_text, involved, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rowid, key, finding.kind, finding.namespace, finding.finished, finding.alert, facts, *row),
+            "INSERT INTO runs (id, key, kind, namespace, finished, alert, facts, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (rowid, key, finding.kind, finding.namespace, finding.finished, finding.alert, facts, indexed),
         )
         self._db.execute("INSERT INTO runs_text (rowid, title, alert_text, involved, body) VALUES (?, ?, ?, ?, ?)",
                          (rowid, *row))
@@ -320,10 +328,10 @@ class FindingsIndex:
         if entry is None:
             return
         rowid = entry[0]
-        old = self._db.execute("SELECT title, alert_text, involved, body FROM runs WHERE id = ?", (rowid,)).fetchone()
-        if old is not None:  # an external-content index forgets a row given its indexed values
+        old = self._db.execute("SELECT indexed FROM runs WHERE id = ?", (rowid,)).fetchone()
+        if old is not None:  # a contentless index forgets a row given the values it indexed
             self._db.execute("INSERT INTO runs_text (runs_text, rowid, title, alert_text, involved, body) "
-                             "VALUES ('delete', ?, ?, ?, ?, ?)", (rowid, *old))
+                             "VALUES ('delete', ?, ?, ?, ?, ?)", (rowid, *json.loads(zlib.decompress(old[0]))))
         self._db.execute("DELETE FROM runs WHERE id = ?", (rowid,))
         self._db.execute("DELETE FROM involved WHERE run = ?", (rowid,))
 
@@ -361,17 +369,17 @@ class FindingsIndex:
             where.append("runs.finished <= ?")
             args.append(query.until)
         if query.name or query.kind or query.namespace:
-            involved = ["involved.run = runs.id"]
-            if query.name:
-                involved.append("(involved.name = ? OR substr(involved.name, 1, ?) = ?)")
-                args += [query.name, len(query.name) + 1, f"{query.name}-"]
+            involved = []
+            if query.name:  # the name, or names that start with it and a dash (a range: indexed)
+                involved.append("(involved.name = ? OR (involved.name >= ? AND involved.name < ?))")
+                args += [query.name, f"{query.name}-", f"{query.name}."]
             if query.kind:
                 involved.append("involved.kind = ?")
                 args.append(query.kind.lower())
             if query.namespace:
                 involved.append("involved.namespace = ?")
                 args.append(query.namespace)
-            resource = f"EXISTS (SELECT 1 FROM involved WHERE {' AND '.join(involved)})"
+            resource = f"runs.id IN (SELECT run FROM involved WHERE {' AND '.join(involved)})"
             if query.namespace and not (query.name or query.kind):  # or simply a run in that namespace
                 resource = f"({resource} OR runs.namespace = ?)"
                 args.append(query.namespace)

@@ -1,7 +1,7 @@
 """`default_registry`: the toolsets a run gets, assembled from configuration.
 
 Build one registry per run: the TodoWrite plan lives in it. Read-only Kubernetes, bash,
-runbooks and TodoWrite are on by default; Prometheus needs a URL; write tools need an explicit
+runbooks, TodoWrite and past findings (`search_findings`) are on by default; Prometheus needs a URL; write tools need an explicit
 opt-in and even then every call waits for approval.
 
 Identities: `api_client` and `kubeconfig` are the tools' read-only identity (the Kubernetes and
@@ -18,6 +18,7 @@ from kubernetes.client import ApiClient
 
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.bash.tool import bash_toolset
+from lestrade.operator.tools.findings import findings_toolset
 from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 from lestrade.operator.tools.prometheus import prometheus_toolset
 from lestrade.operator.tools.runbooks import runbooks_toolset
@@ -53,6 +54,7 @@ def default_registry(
         kubernetes_toolset(api_client, namespaces=scope_namespaces),
         runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
+        findings_toolset(api_client, namespaces=scope_namespaces),
     ]
     if prometheus_url:
         toolsets.append(prometheus_toolset(prometheus_url))

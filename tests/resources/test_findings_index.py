@@ -75,6 +75,7 @@ def test_filters_ranking_and_sync() -> None:
     objects[0] = inv("oom-web", version="2", title="web OOMKilled", analysis="now about quotas")
     assert index.sync(objects[:2] + objects[3:]) == 2
     assert names(index.search(SearchQuery(text="quotas"))) == ["oom-web"]
+    assert names(index.search(SearchQuery(text="exceeded"))) == []  # the old text is forgotten
     assert names(index.search(SearchQuery(text="OOMKilled"))) == ["oom-web"]  # the title still says so
     assert "oom-db" not in names(index.search(SearchQuery()))
 

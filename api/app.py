@@ -17,6 +17,7 @@ from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
 from lestrade.api.agents import findings_routes
+from lestrade.api.agents.a2a_agent import install_a2a
 from lestrade.api.agents.mcp_server import install_mcp
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
@@ -104,6 +105,7 @@ def create_app(
     app.state.findings = Findings(watches)  # past findings, from the shared watches
     app.include_router(findings_routes.router)  # /api/findings
     mcp_sessions = install_mcp(app)  # /mcp: Lestrade as an MCP server
+    install_a2a(app)  # /a2a and its agent card: Lestrade as an A2A agent
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

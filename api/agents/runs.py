@@ -40,7 +40,7 @@ from lestrade.api.holmes.runs import END_EVENTS, RunCursor, follow_run
 from lestrade.api.holmes.services import Services, services
 
 __all__ = ["Refused", "RunRef", "PLURALS", "start_investigation", "ask", "follow", "run_details",
-           "list_runs", "pending_approvals", "search_findings", "plural_of", "Progress"]
+           "list_runs", "pending_approvals", "pending_of", "search_findings", "plural_of", "Progress"]
 
 PLURALS = {"investigation": INVESTIGATION_PLURAL, "investigations": INVESTIGATION_PLURAL, "inv": INVESTIGATION_PLURAL,
            "conversation": CONVERSATION_PLURAL, "conversations": CONVERSATION_PLURAL, "conv": CONVERSATION_PLURAL}
@@ -119,9 +119,10 @@ async def start_investigation(
 
 async def ask(
     request: Request, *, question: str, conversation: str | None = None, namespace: str | None = None,
-    model: str | None = None, enable_tool_approval: bool = True,
+    model: str | None = None, enable_tool_approval: bool = True, labels: dict[str, str] | None = None,
+    endpoint: str = ENDPOINT,
 ) -> RunRef:
-    """A new Conversation, or a new turn of the Conversation named `conversation`."""
+    """A new Conversation (with `labels`), or a new turn of the Conversation named `conversation`."""
     svc = services(request)
     namespace = _namespace(svc, namespace)
     store = ChatStore(svc.kube, svc.follower, namespace)
@@ -134,8 +135,8 @@ async def ask(
                                      approvals=enable_tool_approval, writer=writer)
         else:
             await _require(request, "create", CONVERSATION_PLURAL, namespace)
-            cursor = await store.create(question, endpoint=ENDPOINT, model=checked,
-                                        approvals=enable_tool_approval, writer=writer)
+            cursor = await store.create(question, endpoint=endpoint, model=checked,
+                                        approvals=enable_tool_approval, writer=writer, labels=labels)
     except ClientError as exc:
         raise _client_error(exc) from None
     return RunRef(CONVERSATION_PLURAL, namespace, cursor.name, cursor.turn)
@@ -214,14 +215,14 @@ async def run_details(request: Request, ref: RunRef, *, tool_calls: bool = True)
         details["turns"] = [{"ask": a.get("ask"), "phase": (turns[i] if i < len(turns) else {}).get("phase"),
                              "answer": (turns[i] if i < len(turns) else {}).get("answer")}
                             for i, a in enumerate((obj.get("spec") or {}).get("turns") or [])]
-    details["pendingApprovals"] = _pending(obj)
+    details["pendingApprovals"] = pending_of(obj)
     if tool_calls:
         state = await svc.follower.transcript(obj)
         details["toolCalls"] = _calls(Snapshot(obj, state), 0)
     return details
 
 
-def _pending(obj: dict[str, Any]) -> list[dict[str, Any]]:
+def pending_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     meta = obj.get("metadata") or {}
     decided = (obj.get("spec") or {}).get("decisions") or {}
     short = "inv" if obj.get("kind") == INVESTIGATION_KIND else "conv"
@@ -275,7 +276,7 @@ async def pending_approvals(request: Request, *, namespace: str | None = None) -
         if is_finished(obj):
             continue
         meta = obj.get("metadata") or {}
-        for pending in _pending(obj):
+        for pending in pending_of(obj):
             found.append({"kind": obj["kind"], "namespace": meta.get("namespace"), "name": meta.get("name"), **pending})
     return found
 

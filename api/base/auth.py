@@ -35,9 +35,11 @@ from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS
 __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
            "PUBLIC_PREFIXES", "requester_annotations"]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready",
+                          "/.well-known/agent-card.json"})
 PUBLIC_PREFIXES = ("/console/",)
-"""The web console's page and files hold no data (console.py); its data needs a token."""
+"""The web console's page and files hold no data (console.py); its data needs a token. Nor
+does the A2A agent card (what the agent offers and where: `agents/a2a_agent.py`)."""
 
 
 def auth_enabled(env: dict[str, str] | None = None, in_cluster: bool = False) -> bool:

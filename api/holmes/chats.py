@@ -190,6 +190,7 @@ class ChatStore:
         frontend_tools: list[dict[str, Any]] | None = None,
         images: list[dict[str, Any]] | None = None,
         writer: Kube | Acting | None = None,
+        labels: dict[str, str] | None = None,
     ) -> RunCursor:
         name = f"chat-{secrets.token_hex(8)}"
         spec: dict[str, Any] = {
@@ -206,10 +207,10 @@ class ChatStore:
             spec["model"] = model
         if system_prompt:
             spec["systemPrompt"] = system_prompt
+        manifest = api_object(CONVERSATION_KIND, name, endpoint, writer, spec)
+        manifest["metadata"]["labels"].update(labels or {})
         try:
-            await (writer or self.kube).create(
-                self._path(), api_object(CONVERSATION_KIND, name, endpoint, writer, spec)
-            )
+            await (writer or self.kube).create(self._path(), manifest)
         except ApiException as exc:
             raise apiserver_refusal(exc, "body") from exc
         return RunCursor(CONVERSATION_PLURAL, self.namespace, name, turn=0)

@@ -27,6 +27,7 @@ from lestrade.resources import (
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
 )
+from lestrade.resources.common import FINISHED_PHASES
 from lestrade.runs.findings import MAX_RESULTS, SearchQuery, parse_since
 from lestrade.runs.summary import is_finished, run_summary, timeline
 
@@ -48,6 +49,7 @@ KINDS = {INVESTIGATION_PLURAL: INVESTIGATION_KIND, CONVERSATION_PLURAL: CONVERSA
 OUTPUT_CHARS = 4000
 """Characters of one tool output a run's details carry (the transcript keeps all of it)."""
 ENDPOINT = "/mcp"
+STATUS_CATCH_UP_SECONDS = 30.0
 
 Progress = Callable[[int, str], Awaitable[None]]
 
@@ -176,13 +178,28 @@ async def follow(request: Request, ref: RunRef, progress: Progress | None = None
             if event.name in END_EVENTS:
                 return
 
+    async def settled() -> None:
+        """The operator writes the transcript before status: wait until status says it too."""
+        async for snapshot in svc.follower.snapshots((ref.plural, ref.namespace, ref.name)):
+            obj = {"kind": ref.kind, **snapshot.object}
+            if pending_of(obj) or _ended(obj, ref.turn):
+                return
+
     try:
         await asyncio.wait_for(run(), svc.wait_timeout)
+        await asyncio.wait_for(settled(), STATUS_CATCH_UP_SECONDS)
     except ResourceGone as exc:
         raise Refused(str(exc)) from None
     except TimeoutError:
         raise Refused(f"{ref.kind} {ref.name} is still running after {svc.wait_timeout:.0f} s; "
                       "read it later with get_run") from None
+
+
+def _ended(obj: dict[str, Any], turn: int | None) -> bool:
+    if turn is None:
+        return is_finished(obj)
+    turns = (obj.get("status") or {}).get("turns") or []
+    return turn < len(turns) and turns[turn].get("phase") in FINISHED_PHASES
 
 
 def _calls(snapshot: Snapshot, since: int) -> list[dict[str, Any]]:

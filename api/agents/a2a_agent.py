@@ -32,7 +32,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes
+from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
@@ -69,13 +69,19 @@ class Caller(User):
         return self._name
 
 
-class CallContexts(ServerCallContextBuilder):
-    """The SDK's call context with the HTTP request (whose state the auth middleware filled:
-    every write goes as that caller) and the caller as the owner of its tasks."""
+class CallContexts(DefaultServerCallContextBuilder):
+    """The SDK's call context (headers: the protocol version, extensions) with the HTTP request
+    (whose state the auth middleware filled: every write goes as that caller) and the caller as
+    the owner of its tasks."""
 
     def build(self, request: Request) -> ServerCallContext:  # type: ignore[override]
-        user = getattr(request.state, "user", None) or "anonymous"
-        return ServerCallContext(state={"request": request}, user=Caller(user))
+        context = super().build(request)
+        context.state["request"] = request
+        context.user = Caller(getattr(request.state, "user", None) or "anonymous")
+        return context
+
+    def build_user(self, request: Request) -> User:  # type: ignore[override]
+        return Caller(getattr(request.state, "user", None) or "anonymous")
 
 
 def _request(context: RequestContext) -> Request:

@@ -32,4 +32,5 @@ BUILTIN_TOOL_NAMES: frozenset[str] = frozenset({
     "prometheus_labels",
     "prometheus_range_query",
     "prometheus_series",
+    "search_findings",
 })

@@ -98,6 +98,13 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
             assert hits[0]["rootCause"] == ROOT_CAUSE and hits[0]["fix"] == "suggested: Raise the limit."
             by_resource = await session.call_tool("search_findings", {"kind": "Deployment", "name": "web"})
             assert [h["name"] for h in by_resource.structuredContent["findings"]] == [name]
+            # The same search over HTTP; bad input names the field.
+            auth = {"Authorization": f"Bearer {token}"}
+            rest = httpx.get(f"{s.base}/api/findings", params={"q": "OOMKilled"}, headers=auth)
+            assert rest.status_code == 200 and [f["name"] for f in rest.json()["findings"]] == [name], rest.text
+            bad = httpx.get(f"{s.base}/api/findings", params={"since": "yesterday"}, headers=auth)
+            assert bad.status_code == 400 and bad.json()["field"] == "since", bad.text
+            assert httpx.get(f"{s.base}/api/findings", params={"limit": 0}, headers=auth).status_code == 422
 
             # A run that needs a person: investigate returns the waiting call; approving stays with people.
             waiting = await session.call_tool("investigate", {"title": "fix web", "model": paused})

@@ -17,8 +17,7 @@ from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
 from lestrade.api.agents import findings_routes
-from lestrade.api.agents.a2a_agent import install_a2a
-from lestrade.api.agents.mcp_server import install_mcp
+from lestrade.api.agents.lazy import install_agents
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
 from lestrade.api.holmes import routes_chat
@@ -71,9 +70,10 @@ def create_app(
         for watch in app.state.watches.values():
             watch.start()
         try:
-            async with mcp_sessions:
-                yield
+            yield
         finally:
+            for agent in agents:
+                await agent.aclose()
             for watch in app.state.watches.values():
                 await watch.stop()
             await kube.aclose()
@@ -104,8 +104,7 @@ def create_app(
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
     app.state.findings = Findings(watches)  # past findings, from the shared watches
     app.include_router(findings_routes.router)  # /api/findings
-    mcp_sessions = install_mcp(app)  # /mcp: Lestrade as an MCP server
-    install_a2a(app)  # /a2a and its agent card: Lestrade as an A2A agent
+    agents = install_agents(app)  # /mcp (MCP server), /a2a and its card (A2A agent), built on first use
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

@@ -37,8 +37,10 @@ from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp
 from google.protobuf.json_format import MessageToDict
 
 from lestrade.resources import CONVERSATION_PLURAL
@@ -48,7 +50,7 @@ from lestrade.api.agents.runs import Refused, RunRef
 from lestrade.api.base.follow import ResourceGone
 from lestrade.api.holmes.services import services
 
-__all__ = ["install_a2a", "PATH", "CARD_PATH", "CONTEXT_LABEL"]
+__all__ = ["build_a2a_app", "PATH", "CARD_PATH", "CONTEXT_LABEL"]
 
 PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -217,14 +219,13 @@ def _card() -> AgentCard:
     )
 
 
-def install_a2a(app: FastAPI) -> None:
+def build_a2a_app() -> ASGIApp:
+    """The JSON-RPC endpoint and the agent card, as one router (`lazy.py` mounts it)."""
     card = _card()
     handler = DefaultRequestHandlerV2(agent_executor=ConversationAgent(), task_store=InMemoryTaskStore(),
                                       agent_card=card)
-    app.router.routes.extend(create_jsonrpc_routes(handler, PATH, context_builder=CallContexts(),
-                                                   enable_v0_3_compat=True))
+    routes = create_jsonrpc_routes(handler, PATH, context_builder=CallContexts(), enable_v0_3_compat=True)
 
-    @app.get(CARD_PATH, include_in_schema=False)
     async def agent_card(request: Request) -> JSONResponse:
         """The card, with the JSON-RPC endpoint's URL as this request reached the API."""
         served = AgentCard()
@@ -233,3 +234,5 @@ def install_a2a(app: FastAPI) -> None:
         served.supported_interfaces.append(AgentInterface(
             url=str(request.base_url).rstrip("/") + PATH, protocol_binding="JSONRPC", protocol_version="1.0"))
         return JSONResponse(agent_card_to_dict(served))
+
+    return Router(routes=[*routes, Route(CARD_PATH, agent_card, methods=["GET"])])

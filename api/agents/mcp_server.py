@@ -19,19 +19,19 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ResourceError, ToolError
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import Resource
 from pydantic import Field
-from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from lestrade.api.agents import runs
 from lestrade.api.agents.runs import Refused, RunRef
 
-__all__ = ["install_mcp", "PATH", "resource_uri"]
+__all__ = ["build_mcp_app", "PATH", "resource_uri"]
 
 PATH = "/mcp"
 INSTRUCTIONS = (
@@ -209,13 +209,9 @@ def build_mcp() -> FastMCP:  # type: ignore[type-arg]
     return server
 
 
-def install_mcp(app: FastAPI) -> AbstractAsyncContextManager[None]:
-    """Adds `/mcp` to `app`; returns the session manager's lifetime, for the app's lifespan."""
+def build_mcp_app() -> tuple[ASGIApp, AbstractAsyncContextManager[None]]:
+    """The ASGI app of `/mcp`, and the session manager's lifetime (`lazy.py` runs it)."""
     server = build_mcp()
     server.streamable_http_app()  # creates the session manager
     manager = server.session_manager
-    app.router.routes.append(Route(PATH, endpoint=StreamableHTTPASGIApp(manager), methods=["GET", "POST", "DELETE"],
-                                   include_in_schema=False))
-    return manager.run()
-
-
+    return StreamableHTTPASGIApp(manager), manager.run()

@@ -155,7 +155,8 @@ def main() -> int:
     made = [run_object(i, rng) for i in range(args.count)]
     objects = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in made}
     print(f"{args.count} finished runs, {sum(len(o['status']['analysis']) for o in made) // args.count} "
-          "characters of analysis each")
+          f"characters of analysis each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          "(figures scale with it)")
     asyncio.run(api_side(objects, args.searches, rng))
     agent_side(made)
     return 0

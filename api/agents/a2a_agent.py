@@ -55,6 +55,8 @@ __all__ = ["build_a2a_app", "PATH", "CARD_PATH", "CONTEXT_LABEL"]
 PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 CONTEXT_LABEL = "lestrade.dev/a2a-context"
+MAX_TASKS = 10_000
+"""Tasks whose turn this process remembers, to pick one up again after input-required."""
 FINISHED_TURN = frozenset({"Answered", "Succeeded", "Failed"})
 
 
@@ -125,6 +127,8 @@ class ConversationAgent(AgentExecutor):
         try:
             ref = self._turns.get(task_id) or await self._ask(request, context, context_id)
             self._turns[task_id] = ref
+            while len(self._turns) > MAX_TASKS:  # the oldest tasks first (dicts keep insertion order)
+                self._turns.pop(next(iter(self._turns)))
             await updater.start_work(new_text_message(f"asked conversation {ref.namespace}/{ref.name}, turn {ref.turn}",
                                                       context_id=context_id, task_id=task_id))
             await self._follow(request, ref, updater)

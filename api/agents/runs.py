@@ -12,6 +12,7 @@ they stay with people (kubectl, the console, the API's decisions).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -187,7 +188,8 @@ async def follow(request: Request, ref: RunRef, progress: Progress | None = None
 
     try:
         await asyncio.wait_for(run(), svc.wait_timeout)
-        await asyncio.wait_for(settled(), STATUS_CATCH_UP_SECONDS)
+        with contextlib.suppress(TimeoutError):  # then status says what it says
+            await asyncio.wait_for(settled(), STATUS_CATCH_UP_SECONDS)
     except ResourceGone as exc:
         raise Refused(str(exc)) from None
     except TimeoutError:

@@ -17,7 +17,7 @@ from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 from lestrade.testing.rbac import grant_lestrade_role as grant
-from mcpkit import mcp_session
+from mcpkit import mcp_session, raw_call
 from opkit import create_inv, wait_inv, phase_is
 
 ROOT_CAUSE = "web-7f9 is OOMKilled: its 64Mi memory limit is too small for the JVM heap"
@@ -133,12 +133,13 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
         k8s.CoreV1Api(api_client).delete_namespace(other, propagation_policy="Background")
 
 
-async def test_ask_continues_a_conversation_by_name(
+async def test_ask_continues_a_conversation_by_name_and_a_second_client_speaks_the_protocol(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[
         Step(content="The first answer."),
         Step(content="The second answer."),
+        Step(content="The third answer."),
     ]))
     s = stack(scenario_name)  # authentication off: the API's own identity
     async with mcp_session(s.base) as session:
@@ -153,3 +154,13 @@ async def test_ask_continues_a_conversation_by_name(
     conv = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
         GROUP, "v1alpha1", namespace, "conversations", conversation)
     assert [t["ask"] for t in conv["spec"]["turns"]] == ["What is wrong?", "And then?"]
+
+    # A second client, without the SDK: the same tools, the progress notifications on the stream.
+    _, listed = raw_call(s.base, "tools/list", {})
+    assert "get_run" in {t["name"] for t in listed["result"]["tools"]}
+    notes, answer = raw_call(s.base, "tools/call", {
+        "name": "ask", "arguments": {"question": "Anything else?", "conversation": conversation},
+        "_meta": {"progressToken": "p-1"}})
+    assert answer["result"]["structuredContent"]["answer"] == "The third answer.", answer
+    progress = [n["params"] for n in notes if n.get("method") == "notifications/progress"]
+    assert progress and all(p["progressToken"] == "p-1" for p in progress) and progress[-1]["message"] == "answered"

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp
 from google.protobuf.json_format import MessageToDict
 
 from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 
 from lestrade.api.agents import runs
 from lestrade.api.agents.runs import Refused, RunRef
@@ -147,12 +148,17 @@ class ConversationAgent(AgentExecutor):
                               labels={CONTEXT_LABEL: _label(context_id)})
 
     def _conversation(self, request: Request, context_id: str, namespace: str | None) -> str | None:
-        """The Conversation of this A2A context, if one was made for it (by any replica)."""
+        """The Conversation of this A2A context, if the caller made one for it (on any replica).
+        Only the caller's own: a label anyone may write must not send their question elsewhere."""
         svc = services(request)
         namespace = namespace or svc.namespace
+        verdict = getattr(request.state, "verdict", None)
+        caller = verdict.user if verdict is not None and not verdict.api_key and verdict.subject else None
         for (ns, name), obj in list(svc.watches[CONVERSATION_PLURAL].objects.items()):
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            if ns == namespace and labels.get(CONTEXT_LABEL) == _label(context_id):
+            meta = obj.get("metadata") or {}
+            if ns != namespace or (meta.get("labels") or {}).get(CONTEXT_LABEL) != _label(context_id):
+                continue
+            if caller is None or (meta.get("annotations") or {}).get(REQUESTED_BY_ANNOTATION) == caller:
                 return name
         return None
 

@@ -3,7 +3,8 @@ real API, the real operator and the scripted model: a user with RBAC sends a mes
 Conversation turn, asked as that user), follows the task's stream to the answer, asks again in
 the same context (the same Conversation), sees a task wait as `input-required` while a call
 waits for a person and finish once a person approved it; is rejected for a namespace they
-cannot use, cannot read another user's task; and a 0.3 client's `message/send` works too."""
+cannot use; another user can neither read that task nor write into that context's
+Conversation; and a 0.3 client's `message/send` works too."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
     ]))
     grant(api_client, namespace, "agent", [("investigations", ["create"]),
                                            ("conversations", ["create", "get", "list", "patch"])])
-    grant(api_client, namespace, "other-agent", [("investigations", ["create"])])
+    grant(api_client, namespace, "other-agent", [("investigations", ["create"]),
+                                                 ("conversations", ["create", "get", "list", "patch"])])
     user = f"system:serviceaccount:{namespace}:agent"
     token, other_token = cluster.token_for(namespace, "agent"), cluster.token_for(namespace, "other-agent")
     s = stack(scenario_name, fix, auth=True)
@@ -96,6 +98,7 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
         assert len(convs) == 1, [c["metadata"]["name"] for c in convs]
         assert [t["ask"] for t in convs[0]["spec"]["turns"]] == ["Why does web keep restarting?", "And how do I fix it?"]
         assert convs[0]["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == user  # asked as the caller
+        mine = convs[0]["metadata"]["name"]
 
         # A call that needs a person: input-required, until a person approves; then the answer.
         events, last = await _send(client, _message("Fix web."), {"model": fix})
@@ -123,8 +126,12 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
             raise AssertionError("another user read the task")
         except Exception as exc:  # noqa: BLE001 — the SDK's task-not-found error
             assert "not found" in str(exc).lower(), exc
-        _, last = await _send(stranger, _message("What is wrong?"))
-        assert last.state == TaskState.TASK_STATE_REJECTED and "may not create conversations" in _text(last)
+        # Another user's message in my context (its id is no secret) starts their own Conversation.
+        _, last = await _send(stranger, _message("What did they ask?", context_id=first.context_id))
+        assert last.state == TaskState.TASK_STATE_COMPLETED, last
+    turns = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        GROUP, "v1alpha1", namespace, "conversations", mine)["spec"]["turns"]
+    assert [t["ask"] for t in turns] == ["Why does web keep restarting?", "And how do I fix it?"]
 
     # An A2A 0.3 client's method names on the same endpoint.
     legacy = httpx.post(f"{s.base}/a2a", headers={"Authorization": f"Bearer {token}"}, timeout=300, json={

@@ -228,7 +228,7 @@ class SearchQuery:
 _SCHEMA = """
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, finished REAL NOT NULL,
-    alert TEXT NOT NULL, facts TEXT NOT NULL, indexed BLOB NOT NULL
+    alert TEXT NOT NULL, facts BLOB NOT NULL, indexed BLOB NOT NULL
 );
 CREATE INDEX runs_finished ON runs (finished);
 CREATE INDEX runs_alert ON runs (alert COLLATE NOCASE);
@@ -308,10 +308,10 @@ class FindingsIndex:
         rowid = self._next
         self._next += 1
         involved = " ".join(f"{ns} {kind} {name}" for ns, kind, name in finding.resources)
-        facts = json.dumps({k: v for k, v in asdict(finding).items() if k != "body"})
+        facts = zlib.compress(json.dumps({k: v for k, v in asdict(finding).items() if k != "body"}).encode(), 6)
         row = (finding.title, finding.alert, involved, finding.body)
         # The text index keeps no copy of the text (contentless); forgetting a row needs the
-        # values it indexed, kept compressed (a third of the size).
+        # values it indexed, kept compressed (a third of the size), as are the facts a result shows.
         indexed = zlib.compress(json.dumps(row).encode(), 6)
         self._db.execute(
             "INSERT INTO runs (id, key, kind, namespace, finished, alert, facts, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -397,7 +397,7 @@ class FindingsIndex:
             rows = self._db.execute(sql, [*args, limit]).fetchall()
         results = []
         for facts, score in rows:
-            data = json.loads(facts)
+            data = json.loads(zlib.decompress(facts))
             data["resources"] = tuple(tuple(r) for r in data["resources"])
             result = Finding(**data, body="").result(now)
             if match:

@@ -325,15 +325,26 @@ async def history(session: Session, args: argparse.Namespace) -> ExitCode:
     except ValueError as exc:
         raise UsageError(f"--since: {exc}") from None
     index = FindingsIndex()
+    refused: list[ApiException] = []
     async with spinner("reading past runs"):
         for plural, kind in ((INVESTIGATION_PLURAL, INVESTIGATION_KIND), (CONVERSATION_PLURAL, CONVERSATION_KIND)):
             token = ""
             while True:  # a page at a time: only the findings are kept
-                page_ = await session.kube.get(resource_path(plural, namespace), limit=500, **({"continue": token} if token else {}))
+                try:
+                    page_ = await session.kube.get(resource_path(plural, namespace), limit=500,
+                                                   **({"continue": token} if token else {}))
+                except ApiException as exc:
+                    if exc.status != 403:
+                        raise
+                    refused.append(exc)  # the other kind may still be readable
+                    print(f"kubectl lestrade history: may not list {plural}; searching without them", file=sys.stderr)
+                    break
                 index.add([{"kind": kind, **item} for item in page_.get("items", [])])
                 token = (page_.get("metadata") or {}).get("continue") or ""
                 if not token:
                     break
+    if len(refused) == 2:
+        raise refused[0]
     found = index.search(query)
     if args.output:
         dump(found, args.output)

@@ -42,4 +42,9 @@ def test_history_finds_root_causes_as_the_user_may_read_them(
     assert run_plugin(reader, namespace, "history", "--since", "yesterday").code != 0
 
     everywhere = run_plugin(reader, namespace, "history", "-A", "OOMKilled")
-    assert everywhere.code != 0 and "forbidden" in everywhere.err.lower(), everywhere
+    assert everywhere.code == 5 and "forbidden" in everywhere.err.lower(), everywhere  # refused by the cluster
+
+    grant(api_client, namespace, "inv-reader", [("investigations", ["list"])])
+    partial = run_plugin(cluster.kubeconfig_for(namespace, "inv-reader"), namespace, "history", "OOMKilled")
+    assert partial.code == 0 and partial.out.startswith("inv/oom-web"), partial
+    assert "may not list conversations" in partial.err

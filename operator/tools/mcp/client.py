@@ -68,7 +68,7 @@ def short_error(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _http_client_factory(config: ServerConfig) -> Any:
+def _http_client_factory(config: ServerConfig, overflow: Any = None) -> Any:
     import httpx
 
     class _CappedStream(httpx.AsyncByteStream):
@@ -80,7 +80,10 @@ def _http_client_factory(config: ServerConfig) -> Any:
             async for chunk in self._inner:
                 seen += len(chunk)
                 if seen > config.max_response_bytes:
-                    raise McpFailure(f"the server's answer exceeded {config.max_response_bytes} bytes")
+                    failure = McpFailure(f"the server's answer exceeded {config.max_response_bytes} bytes")
+                    if overflow is not None:
+                        overflow(failure)  # the SDK swallows stream errors: tell the session
+                    raise failure
                 yield chunk
 
         async def aclose(self) -> None:
@@ -126,6 +129,10 @@ class _Session:
             self.failure = message
             self.broken.set()
 
+    def _overflow(self, failure: McpFailure) -> None:
+        self.failure = failure
+        self.broken.set()
+
     async def race(self, work: Any) -> Any:
         """`await work` unless the server sends something undecodable first."""
         task = asyncio.ensure_future(work)
@@ -138,6 +145,8 @@ class _Session:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if task.cancelled() or not task.done():
+            if isinstance(self.failure, McpFailure):
+                raise self.failure
             raise McpFailure("the server answered with something that is not MCP "
                              f"({short_error(self.failure or RuntimeError('garbage'), 160)})")
         return task.result()
@@ -156,7 +165,7 @@ class _Session:
         # caller (and the status) as one line instead.
         logging.getLogger("mcp.client.streamable_http").setLevel(logging.CRITICAL)
         config = self.config
-        factory = _http_client_factory(config)
+        factory = _http_client_factory(config, self._overflow)
         timeout = httpx.Timeout(config.connect_timeout, read=max(config.call_timeout, config.connect_timeout))
         self._stack = contextlib.AsyncExitStack()
         try:

@@ -1,0 +1,1 @@
+"""MCPServer resources: the operator connects to each, lists its tools and keeps status."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from kubernetes import client as k8s
+from prometheus_client import REGISTRY
 
 from lestrade.localcluster.build import ensure_binaries
 from lestrade.modelserver import Scenario, Step, ToolCall
@@ -130,6 +131,17 @@ def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_on
     assert "namespace shop: 3 pods" in outputs["look"]
     assert "no answer" in outputs["stuck"] and "tsrv" in outputs["stuck"]
     assert "deleted shop" in outputs["wipe"]
+
+    # Metrics per server and tool (the operator runs in this process: its registry is ours;
+    # the server label holds the test's own namespace, so counts start at zero).
+    key = f"{namespace}/tsrv"
+    calls = {tool: REGISTRY.get_sample_value("lestrade_mcp_tool_calls_total",
+                                             {"server": key, "tool": tool, "outcome": outcome})
+             for tool, outcome in (("pods_summary", "success"), ("hang", "error"), ("delete_everything", "success"))}
+    assert calls == {"pods_summary": 1.0, "hang": 1.0, "delete_everything": 1.0}
+    assert REGISTRY.get_sample_value("lestrade_mcp_server_up", {"server": key}) == 1.0
+    assert REGISTRY.get_sample_value("lestrade_mcp_tool_call_duration_seconds_count",
+                                     {"server": key, "tool": "hang"}) == 1.0
 
     # The header's value is nowhere a person or the model could see it.
     everything = json.dumps([obj, done, [m for m in state.messages]]) + " ".join(

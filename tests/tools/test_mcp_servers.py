@@ -112,12 +112,15 @@ async def test_a_dead_server_is_an_error_and_the_next_session_reconnects(mcp_ser
 
 async def test_garbage_answers_fail_fast_with_a_clear_error(mcp_servers) -> None:
     server = mcp_servers()
-    with pytest.raises(McpFailure, match="not MCP"):
+    with pytest.raises(McpFailure, match="not MCP") as refused:
         await discover(ServerConfig(f"{server.base}/nonsense/mcp", connect_timeout=20.0))
+    # What the server said is never quoted: a URL may point at any internal service, and the
+    # error lands in status (a tenant must not read other services through it).
+    assert "I am not an MCP server" not in str(refused.value)
     tools, _, _ = await _hub_tools(f"{server.base}/garbage/mcp", name="junk", call_timeout=20.0)
     started = time.monotonic()
     out = await tools["junk__status"].run({})
-    assert out.status == "error" and "not MCP" in out.text()
+    assert out.status == "error" and "not MCP" in out.text() and "this is not JSON-RPC" not in out.text()
     assert time.monotonic() - started < 15  # not the 20 s call timeout: detected, not waited out
 
 

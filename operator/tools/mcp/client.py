@@ -60,8 +60,13 @@ def short_error(exc: BaseException, limit: int = 300) -> str:
     """The innermost cause of a failure (task groups nest them), as one line."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    from pydantic import ValidationError
+
     if isinstance(exc, McpFailure):
         text = str(exc)
+    elif isinstance(exc, ValidationError):
+        # Its text quotes what the server sent; the URL may be any internal service.
+        text = "ValidationError: the answer does not match the MCP schema"
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     text = _CONTROL.sub(" ", text).replace("\n", " ").strip()
@@ -147,8 +152,10 @@ class _Session:
         if task.cancelled() or not task.done():
             if isinstance(self.failure, McpFailure):
                 raise self.failure
-            raise McpFailure("the server answered with something that is not MCP "
-                             f"({short_error(self.failure or RuntimeError('garbage'), 160)})")
+            # Only the kind of error, never its text: a decoding error quotes the body, and
+            # the URL may point at any internal service (status would become a read primitive).
+            kind = type(self.failure).__name__ if self.failure is not None else "garbage"
+            raise McpFailure(f"the server answered with something that is not MCP ({kind})")
         return task.result()
 
     async def __aenter__(self) -> Any:

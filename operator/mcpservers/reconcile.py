@@ -112,8 +112,13 @@ async def reconcile(engine: Engine, body: dict[str, Any], recorder: EventRecorde
             call_timeout = parse_duration(server.spec.timeouts.call)
             connect_timeout = parse_duration(server.spec.timeouts.connect)
         except (ValidationError, ValueError) as exc:
-            text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            raise NotUsable("InvalidSpec", f"spec: {text}") from None
+            if isinstance(exc, ValidationError):
+                error = exc.errors()[0]
+                where = ".".join(str(p) for p in error.get("loc") or ())
+                text = f"{where}: {error['msg']}"
+            else:
+                text = f"spec.timeouts: {exc}"
+            raise NotUsable("InvalidSpec", text) from None
         config = ServerConfig(
             url=server.spec.url, transport=server.spec.transport,
             headers=await _headers(engine.kube, namespace, server),

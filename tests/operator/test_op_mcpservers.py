@@ -172,3 +172,17 @@ def test_example_manifest_with_the_third_party_time_server(
     state, _ = transcript_messages(api_client, done)
     output = next(str(m.get("content")) for m in state.messages if m["role"] == "tool")
     assert "Asia/Tokyo" in output
+
+    # A spec change starts a round at once: the filtered tool leaves status, generation observed.
+    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, MCPSERVER_PLURAL, "time", {"spec": {"tools": {"exclude": ["convert_*"]}}},
+        _content_type="application/merge-patch+json")
+
+    def filtered(obj: dict[str, Any]) -> bool:
+        status = obj.get("status") or {}
+        return status.get("observedGeneration") == obj["metadata"]["generation"] and any(
+            s["tool"] == "convert_time" for s in status.get("skippedTools") or [])
+
+    changed = wait_server(api_client, namespace, "time", filtered)
+    assert [t["name"] for t in changed["status"]["tools"]] == ["time__get_current_time"]
+    assert changed["status"]["tools"][0]["approval"] == "Unattended"

@@ -39,7 +39,7 @@ from kopf._core.intents import handlers as kopf_handlers
 from lestrade.resources.constants import GROUP, VERSION
 from lestrade.runs.views import KINDS, view_of
 
-from lestrade.operator.mcpservers import reconcile as mcpservers
+from lestrade.operator.mcpservers import daemon as mcpservers
 from lestrade.operator.triggers import event_source
 from lestrade.operator.triggers import schedules
 from lestrade.operator.base.engine import Engine

@@ -1,5 +1,6 @@
-"""MCPServers: a Kopf daemon per server connects, lists its tools, and keeps status and the
-process's hub (`tools/mcp/hub.py`) current.
+"""MCPServers: one round connects, lists the tools, and updates status and the process's hub
+(`tools/mcp/hub.py`); `daemon.py` runs rounds per server in the operator, `load_for_run` lists
+a run's servers in a Job's pod (no Kopf here: the Job's entrypoint imports this).
 
 A round reads the spec and the headers' Secrets, lists the tools (a session of its own, see
 `tools/mcp/client.py`), applies the filters and approval policy (`catalog.py`), and writes
@@ -14,19 +15,17 @@ in Events, not in logs, not to the model.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
-from kopf._core.intents import handlers as kopf_handlers
 from pydantic import ValidationError
 
 from lestrade.kube import ApiException, Kube, api_path, resource_path
 from lestrade.resources import condition, set_condition
 from lestrade.resources.common import parse_duration
-from lestrade.resources.constants import API_VERSION, CONDITION_READY, GROUP, MCPSERVER_KIND, MCPSERVER_PLURAL, VERSION
+from lestrade.resources.constants import CONDITION_READY, MCPSERVER_PLURAL
 from lestrade.resources.mcpserver import MCP_CREDENTIALS_LABEL, MCPServer, MCPServerStatus
 from lestrade.timefmt import to_iso
 
@@ -37,11 +36,10 @@ from lestrade.operator.tools.mcp import McpFailure, Policy, ServerConfig, build_
 from lestrade.operator.tools.mcp.catalog import clean_text
 from lestrade.operator.tools.mcp.hub import McpServerEntry
 
-__all__ = ["reconcile", "register", "NotUsable"]
+__all__ = ["reconcile", "load_for_run", "NotUsable"]
 
 logger = logging.getLogger(__name__)
 
-DAEMON_ID = "mcpserver"
 _STATUS_TOOLS = 256
 _STATUS_SKIPPED = 64
 
@@ -97,6 +95,61 @@ def _policy(server: MCPServer) -> Policy:
     )
 
 
+async def _list(engine: Engine, body: dict[str, Any], entry: McpServerEntry) -> tuple[Any, list[Any], list[Any]]:
+    """Reads the spec and its Secrets into `entry.config`, lists the tools: (discovery, offered
+    tools, skipped tools). Raises NotUsable with the condition's reason."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    try:
+        server = MCPServer.model_validate(body)
+        call_timeout = parse_duration(server.spec.timeouts.call)
+        connect_timeout = parse_duration(server.spec.timeouts.connect)
+    except (ValidationError, ValueError) as exc:
+        if isinstance(exc, ValidationError):
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error.get("loc") or ())
+            text = f"{where}: {error['msg']}"
+        else:
+            text = f"spec.timeouts: {exc}"
+        raise NotUsable("InvalidSpec", text) from None
+    config = ServerConfig(
+        url=server.spec.url, transport=server.spec.transport,
+        headers=await _headers(engine.kube, namespace, server),
+        connect_timeout=connect_timeout, call_timeout=call_timeout,
+    )
+    if entry.config is not None and entry.config != config:
+        entry.tools = []  # a changed server: its old listing says nothing about the new one
+    entry.config, entry.max_output_chars = config, server.spec.max_output_chars
+    try:
+        found = await discover(config)
+    except McpFailure as exc:
+        raise NotUsable("ConnectFailed", str(exc)) from None
+    tools, skipped = build_catalog(name, found.tools, _policy(server))
+    return found, tools, skipped
+
+
+async def load_for_run(engine: Engine, namespace: str, shared: Sequence[Any]) -> None:
+    """Job mode: a Job's pod has no daemons, so it lists the servers a run gets itself (once,
+    without writing status: the operator's daemons do that)."""
+    wanted = {namespace} | {s.split("/", 1)[0] for grant in shared for s in grant.servers}
+    for ns in sorted(wanted):
+        try:
+            listing = await engine.kube.get(resource_path(MCPSERVER_PLURAL, ns))
+        except ApiException as exc:
+            logger.warning("cannot list the MCPServers of %s: %s", ns, exc.reason)
+            continue
+        for item in listing.get("items") or []:
+            name = item["metadata"]["name"]
+            if ns != namespace and not any(g.covers(ns, name) for g in shared):
+                continue
+            entry = engine.mcp.entry(ns, name)
+            try:
+                _, entry.tools, _ = await _list(engine, item, entry)
+                _settle(entry, ready=True)
+            except NotUsable as exc:
+                logger.warning("MCP server %s/%s not usable: %s", ns, name, exc)
+                _settle(entry, ready=False)
+
+
 async def reconcile(engine: Engine, body: dict[str, Any], recorder: EventRecorder | None = None) -> bool:
     """One round for the MCPServer in `body`; True when its tools were listed."""
     meta = body["metadata"]
@@ -107,31 +160,7 @@ async def reconcile(engine: Engine, body: dict[str, Any], recorder: EventRecorde
     before = MCPServerStatus.model_validate(old_status) if old_status else MCPServerStatus()
     status: dict[str, Any] = {"observedGeneration": generation}
     try:
-        try:
-            server = MCPServer.model_validate(body)
-            call_timeout = parse_duration(server.spec.timeouts.call)
-            connect_timeout = parse_duration(server.spec.timeouts.connect)
-        except (ValidationError, ValueError) as exc:
-            if isinstance(exc, ValidationError):
-                error = exc.errors()[0]
-                where = ".".join(str(p) for p in error.get("loc") or ())
-                text = f"{where}: {error['msg']}"
-            else:
-                text = f"spec.timeouts: {exc}"
-            raise NotUsable("InvalidSpec", text) from None
-        config = ServerConfig(
-            url=server.spec.url, transport=server.spec.transport,
-            headers=await _headers(engine.kube, namespace, server),
-            connect_timeout=connect_timeout, call_timeout=call_timeout,
-        )
-        if entry.config is not None and entry.config != config:
-            entry.tools = []  # a changed server: its old listing says nothing about the new one
-        entry.config, entry.max_output_chars = config, server.spec.max_output_chars
-        try:
-            found = await discover(config)
-        except McpFailure as exc:
-            raise NotUsable("ConnectFailed", str(exc)) from None
-        tools, skipped = build_catalog(name, found.tools, _policy(server))
+        found, tools, skipped = await _list(engine, body, entry)
     except NotUsable as exc:
         message = clean_text(str(exc), 1000)
         _settle(entry, ready=False)
@@ -199,48 +228,3 @@ async def _write(kube: Kube, namespace: str, name: str, before: MCPServerStatus,
     except ApiException as exc:
         if exc.status != 404:
             raise
-
-
-def register(registry: kopf.OperatorRegistry) -> None:
-    """The daemon of every MCPServer (the context comes in as `memo.lestrade`)."""
-
-    @kopf.daemon(GROUP, VERSION, MCPSERVER_PLURAL, registry=registry, id=DAEMON_ID,
-                 cancellation_timeout=5, backoff=5)
-    async def follow(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
-        engine: Engine = memo.lestrade.engine
-        meta = body["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        recorder = EventRecorder(engine.kube, {
-            "apiVersion": API_VERSION, "kind": MCPSERVER_KIND, "name": name,
-            "namespace": namespace, "uid": meta["uid"],
-        }, engine.component)
-        refresh = engine.settings.mcp_refresh
-        backoff = 1.0
-        try:
-            while not stopped:
-                generation = body["metadata"].get("generation")
-                ok = await reconcile(engine, dict(body), recorder)
-                delay = refresh if ok else backoff
-                backoff = 1.0 if ok else min(backoff * 2, refresh)
-                # Kopf keeps `body` current: a spec change (new generation) starts a round at once.
-                waited = 0.0
-                while not stopped and waited < delay and body["metadata"].get("generation") == generation:
-                    step = min(0.5, delay - waited)
-                    await stopped.wait(step)
-                    waited += step
-        finally:
-            engine.mcp.remove(namespace, name)
-            key = f"{namespace}/{name}"
-            for gauge in (metrics.MCP_SERVER_UP, metrics.MCP_TOOLS):
-                try:
-                    gauge.remove(key)
-                except KeyError:
-                    pass
-
-    # No finalizer: nothing outside this process needs cleaning when an MCPServer goes (its
-    # hub entry and gauges go when Kopf stops the daemon), and a finalizer would hold the
-    # object (and its namespace) while no operator runs.
-    spawning = registry._spawning._handlers  # noqa: SLF001 - as handlers._without_finalizer
-    for index, handler in enumerate(spawning):
-        if isinstance(handler, kopf_handlers.DaemonHandler) and str(handler.id).endswith(DAEMON_ID):
-            spawning[index] = dataclasses.replace(handler, requires_finalizer=False)

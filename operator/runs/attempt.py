@@ -249,6 +249,8 @@ class _Attempt:
         operator still gets it."""
         hub = self.engine.mcp
         shared = self.policy.shared_mcp(self.ref.namespace, self.requester) if self.policy else ()
+        if hub.loader is not None:
+            await hub.loader(self.ref.namespace, shared)
         entries = hub.servers_for(self.ref.namespace, shared)
         if not entries:
             return registry

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,36 @@ def test_example_manifest_with_the_third_party_time_server(
     changed = wait_server(api_client, namespace, "time", filtered)
     assert [t["name"] for t in changed["status"]["tools"]] == ["time__get_current_time"]
     assert changed["status"]["tools"][0]["approval"] == "Unattended"
+
+
+def test_job_mode_runs_get_the_mcp_tools_too(
+    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    start_operator: Any, mcp_servers: Any, tmp_path: Path,
+) -> None:
+    """A Job's pod has no MCPServer daemons: the round lists its namespace's servers itself."""
+    from opkit import UNSCHEDULABLE, jobs_of, wait_until, write_model_list
+
+    server = mcp_servers()
+    create_server(api_client, namespace, mcpserver("tsrv", server.url, trustHints=True))
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="look", name="tsrv__pods_summary", arguments={"namespace": "jobs"})]),
+        Step(content="Looked."),
+    ]))
+    models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
+    start_operator(scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
+                   job_service_account="lestrade", job_pod_template=UNSCHEDULABLE)
+    inv = create_inv(api_client, namespace, "mcp-in-a-job")
+    (job,) = wait_until("the Job", lambda: jobs_of(api_client, namespace, inv["metadata"]["uid"]), timeout=30)
+    container = job.spec.template.spec.containers[0]
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "LESTRADE_MODEL_LIST": str(models)}
+    env.update({e.name: e.value for e in container.env or [] if e.value is not None})
+    log = tmp_path / "job.log"
+    with open(log, "ab") as out:
+        result = subprocess.run([sys.executable, *container.command[1:]], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, timeout=180, check=False)
+    assert result.returncode == 0, log.read_text()[-3000:]
+    done = wait_inv(api_client, namespace, "mcp-in-a-job", phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    state, _ = transcript_messages(api_client, done)
+    output = next(str(m.get("content")) for m in state.messages if m["role"] == "tool")
+    assert "namespace jobs: 3 pods" in output

@@ -14,7 +14,7 @@ import fnmatch
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class SharedServers(Protocol):
+    servers: tuple[str, ...]
+
     def covers(self, namespace: str, name: str) -> bool: ...
 
 
@@ -46,10 +48,15 @@ class McpServerEntry:
         return f"{self.namespace}/{self.name}"
 
 
+Loader = Callable[[str, Sequence[SharedServers]], Awaitable[None]]
+
+
 class McpHub:
     def __init__(self, observe: Observer | None = None) -> None:
         self._servers: dict[tuple[str, str], McpServerEntry] = {}
         self.observe = observe
+        self.loader: Loader | None = None
+        """Job mode: no daemons follow the servers, so a run loads its own (namespace, grants)."""
 
     def entry(self, namespace: str, name: str) -> McpServerEntry:
         """The entry of a server, made on first use."""

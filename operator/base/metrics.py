@@ -17,7 +17,8 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-__all__ = ["RunMeter", "ApprovalWaits", "run_ended", "run_failed", "serve", "APPROVALS"]
+__all__ = ["RunMeter", "ApprovalWaits", "run_ended", "run_failed", "serve", "APPROVALS",
+           "mcp_tool_call", "MCP_SERVER_UP", "MCP_DISCOVERIES", "MCP_TOOLS"]
 
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
@@ -74,6 +75,29 @@ APPROVAL_WAIT = Histogram(
     "lestrade_approval_wait_seconds", "From a run's pause for approval to its decisions.", ["kind"],
     buckets=(5, 15, 30, 60, 300, 900, 1800, 3600, 14400, 86400),
 )
+
+
+# MCP servers: `server` is an MCPServer's namespace/name, `tool` one of the tools it listed
+# (at most 128 per server, names validated), so the label sets are bounded by the resources.
+MCP_CALLS = Counter(
+    "lestrade_mcp_tool_calls", "Calls of MCP servers' tools, by outcome (success, error, no_data).",
+    ["server", "tool", "outcome"],
+)
+MCP_DURATION = Histogram(
+    "lestrade_mcp_tool_call_duration_seconds", "Duration of MCP tool calls (connect included).",
+    ["server", "tool"], buckets=_LATENCY_BUCKETS,
+)
+MCP_SERVER_UP = Gauge("lestrade_mcp_server_up", "1 when the MCP server's tools were listed at the last try.", ["server"])
+MCP_TOOLS = Gauge("lestrade_mcp_server_tools", "Tools the MCP server offers to runs.", ["server"])
+MCP_DISCOVERIES = Counter(
+    "lestrade_mcp_discoveries", "Connections to MCP servers to list their tools, by outcome (ok, error).",
+    ["server", "outcome"],
+)
+
+
+def mcp_tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
+    MCP_CALLS.labels(server, tool, outcome).inc()
+    MCP_DURATION.labels(server, tool).observe(seconds)
 
 
 class RunMeter:

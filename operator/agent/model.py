@@ -43,13 +43,25 @@ def _import() -> None:
     _loaded.set()
 
 
+_importing: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+
+
 async def _load() -> None:
     """Imports litellm in a thread the first time, so the event loop (other runs, watches)
-    is not blocked for the seconds it takes (concurrent first calls wait on Python's import
-    lock in their threads); `LITELLM_LOCAL_MODEL_COST_MAP` is already set by
-    `lestrade/__init__.py`, which every import of this package runs first."""
-    if not _loaded.is_set():
-        await asyncio.to_thread(_import)
+    is not blocked for the seconds it takes; `LITELLM_LOCAL_MODEL_COST_MAP` is already set by
+    `lestrade/__init__.py`, which every import of this package runs first.
+
+    Concurrent first calls share one import: a burst of runs used to queue one thread job each,
+    every one of them blocked on Python's import lock, and so filled the loop's default
+    executor — the tools' identity and the redaction waited behind them for the whole import."""
+    if _loaded.is_set():
+        return
+    loop = asyncio.get_running_loop()
+    pending = _importing.get(loop)
+    if pending is None:
+        pending = _importing[loop] = asyncio.ensure_future(asyncio.to_thread(_import))
+        pending.add_done_callback(lambda _: _importing.pop(loop, None))
+    await asyncio.shield(pending)
 
 
 load_litellm = _load

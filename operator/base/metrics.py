@@ -54,7 +54,8 @@ MODEL_RETRIES = Counter(
 )
 TOKENS = Counter(
     "lestrade_model_tokens", "Tokens the provider reported, by model, namespace and type "
-    "(prompt or completion).", ["model", "namespace", "type"],
+    "(prompt or completion; cached: the part of prompt read from the provider's prompt cache).",
+    ["model", "namespace", "type"],
 )
 COST = Counter(
     "lestrade_model_cost_dollars", "Cost in US dollars litellm reported, by model and namespace.",
@@ -111,6 +112,7 @@ class RunMeter:
         self._latency = MODEL_LATENCY.labels(model)
         self._prompt = TOKENS.labels(model, namespace, "prompt")
         self._completion = TOKENS.labels(model, namespace, "completion")
+        self._cached = TOKENS.labels(model, namespace, "cached")
         self._cost = COST.labels(model, namespace)
         self._tools_started: dict[str, tuple[str, float]] = {}
 
@@ -121,9 +123,11 @@ class RunMeter:
     def model_retry(self, reason: str) -> None:
         MODEL_RETRIES.labels(self.model, reason).inc()
 
-    def tokens(self, prompt: int, completion: int, cost: float) -> None:
+    def tokens(self, prompt: int, completion: int, cost: float, *, cached: int = 0) -> None:
         self._prompt.inc(max(0, prompt))
         self._completion.inc(max(0, completion))
+        if cached > 0:
+            self._cached.inc(cached)
         if cost > 0:
             self._cost.inc(cost)
 

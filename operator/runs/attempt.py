@@ -518,11 +518,13 @@ class _Attempt:
                     case ev.TokenCount():
                         # The window's breakdown and limits ride along: the API's token_count
                         # events (reference 000's metadata) are rebuilt from this record alone.
-                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0)
+                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0,
+                                     cached=event.cached_tokens)
                         transcript.append(
                             RecordType.TOKENS, promptTokens=event.prompt_tokens,
                             completionTokens=event.completion_tokens,
-                            totalTokens=event.total_tokens, cost=event.cost or 0.0,
+                            totalTokens=event.total_tokens, cachedTokens=event.cached_tokens,
+                            cost=event.cost or 0.0,
                             breakdown=dict(event.breakdown), maxTokens=event.max_tokens,
                             maxOutputTokens=event.max_output_tokens,
                             truncations=[dataclasses.asdict(t) for t in event.truncations],

@@ -196,6 +196,7 @@ class ConversationProjection(Projection):
             prompt_tokens=b.prompt_tokens + c.prompt_tokens,
             completion_tokens=b.completion_tokens + c.completion_tokens,
             total_tokens=b.total_tokens + c.total_tokens,
+            cached_tokens=b.cached_tokens + c.cached_tokens,
             cost=round(b.cost + c.cost, 8),
         )
 

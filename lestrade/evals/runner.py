@@ -169,11 +169,12 @@ async def trace_plan(registry: ToolRegistry, scenario: Scenario) -> list[CallTra
     return list(await asyncio.gather(*(one(c.id or "", c.tool, c.args) for c in scenario.calls())))
 
 
-async def wait_for_evidence(registry: ToolRegistry, scenario: Scenario) -> list[CallTrace]:
+async def wait_for_evidence(registry: ToolRegistry, scenario: Scenario, stager: Stager) -> list[CallTrace]:
     """Traces of the plan once its raw outputs hold every fact (controllers, KWOK and Prometheus
     need a moment), or the last traces at the scenario's timeout (the report then says where)."""
     deadline = time.monotonic() + scenario.ready_timeout
     while True:
+        await asyncio.to_thread(stager.serve_logs, scenario)  # pods a controller made since
         traces = await trace_plan(registry, scenario)
         raw = "\n".join(t.raw for t in traces)
         if all(f.found_in(raw) for f in scenario.evidence) or time.monotonic() > deadline:
@@ -238,7 +239,7 @@ async def run_investigations(
                 await asyncio.to_thread(stager.stage, scenario)
                 if env.series is not None:
                     env.series.add(scenario.metrics)
-                result.traces = await wait_for_evidence(registry, scenario)
+                result.traces = await wait_for_evidence(registry, scenario, stager)
             except Exception as exc:  # noqa: BLE001 — one broken scenario must not hide the others
                 log.exception("staging %s failed", scenario.name)
                 result.error = f"staging failed: {type(exc).__name__}: {exc}"

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
 from lestrade.evals.scenario import EventSpec, GeneratedLines, LogSpec, Scenario
 from lestrade.localcluster.processes import wait_until
@@ -85,14 +85,29 @@ class Stager:
         self.core = k8s.CoreV1Api(api_client)
         self.logs_dir = logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
+        self._served: dict[str, set[str]] = {}
 
     def _resource(self, doc: dict[str, Any]) -> Any:
         return self.dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
 
     def create(self, doc: dict[str, Any], namespace: str | None, status: dict[str, Any] | None) -> dict[str, Any]:
+        """Creates `doc`; a second document of the same object is an update (a rollout), made
+        once the object's controller has acted on the first (so both revisions exist)."""
         res = self._resource(doc)
         ns = namespace if res.namespaced else None
-        created = res.create(body=doc, namespace=ns).to_dict()
+        try:
+            created = res.create(body=doc, namespace=ns).to_dict()
+        except ConflictError:
+            name = doc["metadata"]["name"]
+
+            def observed() -> bool:
+                current = res.get(name=name, namespace=ns).to_dict()
+                generation = current["metadata"].get("generation")
+                return generation is None or (current.get("status") or {}).get("observedGeneration", 0) >= generation
+
+            wait_until(f"the controller of {doc['kind']} {name} to act on its first version", observed,
+                       timeout=60, interval=0.5)
+            created = res.patch(body=doc, name=name, namespace=ns, content_type="application/merge-patch+json").to_dict()
         if status:
             body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": created["metadata"]["resourceVersion"]},
                     "status": status}
@@ -103,16 +118,14 @@ class Stager:
         """Creates the namespace, the objects, logs, Events (blocking; run it in a thread)."""
         ns = scenario.namespace
         self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(
-            name=ns, labels={EVAL_LABEL: "true"})))
+            name=ns, labels={**scenario.namespace_labels, EVAL_LABEL: "true"})))
         for raw in scenario.cluster_objects:
             doc, status = prepare(raw, scenario)
             self._replace_cluster_object(doc, status)
         for raw in scenario.manifests:
             doc, status = prepare(raw, scenario)
             self.create(doc, ns, status)
-        for spec in scenario.logs:
-            for pod in [spec.pod] if spec.pod else self._pods_of(ns, spec.selector or ""):
-                self._serve_logs(ns, pod, spec)
+        self.serve_logs(scenario)
         self._settle(ns)
         events = [e for spec in scenario.events for e in self._events(ns, spec)]
         if events:
@@ -127,16 +140,21 @@ class Stager:
             pass
         self.create(doc, None, status)
 
-    def _pods_of(self, namespace: str, selector: str) -> list[str]:
-        """The pods a controller made for `selector` (waiting until it has made them)."""
-        names: list[str] = []
-
-        def made() -> bool:
-            names[:] = [p.metadata.name for p in self.core.list_namespaced_pod(namespace, label_selector=selector).items]
-            return bool(names)
-
-        wait_until(f"pods {selector} in {namespace}", made, timeout=60, interval=0.5)
-        return names
+    def serve_logs(self, scenario: Scenario) -> None:
+        """Logs for the named pods, and for the pods a selector matches now (a controller may
+        add more later: called again until the scenario's evidence is visible)."""
+        ns = scenario.namespace
+        served = self._served.setdefault(ns, set())
+        for spec in scenario.logs:
+            if spec.pod:
+                pods = [spec.pod]
+            else:
+                pods = [p.metadata.name for p in self.core.list_namespaced_pod(ns, label_selector=spec.selector).items]
+            for pod in pods:
+                key = f"{pod}/{spec.container or ''}"
+                if key not in served:
+                    self._serve_logs(ns, pod, spec)
+                    served.add(key)
 
     def _settle(self, namespace: str) -> None:
         """Once KWOK gave every simulated pod its status (it has an IP then), the annotations that

@@ -10,22 +10,21 @@ where it went missing, from what the harness saw of each planned call:
 - `redacted`   it is in a raw output but redaction removed it;
 - `truncated`  it survived redaction but not the size caps (the tool's character cap, the
                context window's token share for one result);
-- `compacted`  a request held it as a tool result but compaction dropped it from later ones...
-               counted only when no request held it: a call whose result never reached any
-               request (the window was compacted before the model saw it);
+- `compacted`  its call's result never reached a request although the run went on (the
+               window was compacted before the model saw it);
 - `not run`    the run ended before the call (a failure; the run's message says why).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lestrade.evals.scenario import Evidence, Scenario
+from lestrade.runs.findings import cited_ids, findings
 
-__all__ = ["CallTrace", "FactResult", "Recall", "model_inputs", "measure", "TRUNCATION_MARKERS"]
+__all__ = ["CallTrace", "FactResult", "Recall", "cited_ids", "model_inputs", "measure", "TRUNCATION_MARKERS"]
 
 TRUNCATION_MARKERS = ("[TRUNCATED]", "characters truncated", "[output truncated at", "[... truncated]")
 
@@ -114,26 +113,19 @@ def _attribute(fact: Evidence, traces: Sequence[CallTrace], results: Mapping[str
     return "truncated"  # delivered without the fact: cut in a way that left no marker
 
 
-_CITATION = re.compile(r"\[evidence:\s*([^\]]*)\]", re.IGNORECASE)
-
-
-def cited_ids(text: str) -> list[str]:
-    """Tool call ids cited as `[evidence: id, id]` in an answer."""
-    return [i.strip() for m in _CITATION.finditer(text) for i in m.group(1).split(",") if i.strip()]
-
-
 def measure(
     scenario: Scenario,
     requests: Sequence[Mapping[str, Any]],
     traces: Sequence[CallTrace],
     *,
-    answer: str = "",
+    sections: Mapping[str, str] | None = None,
     call_ids: Sequence[str] = (),
     tokens: int = 0,
     phase: str = "",
     message: str = "",
 ) -> Recall:
-    """The scenario's recall from the requests the model received."""
+    """The scenario's recall from the requests the model received; with the answer's
+    `sections`, also whether each of its findings cites calls the run made."""
     seen, results = model_inputs(requests)
     facts = []
     for fact in scenario.evidence:
@@ -141,11 +133,10 @@ def measure(
             facts.append(FactResult(fact, True))
         else:
             facts.append(FactResult(fact, False, _attribute(fact, traces, results)))
-    problems = []
-    cited = cited_ids(answer)
-    if answer and not cited:
-        problems.append("the answer cites no tool call")
-    unknown = sorted(set(cited) - set(call_ids))
-    if unknown:
-        problems.append("cites calls that do not exist: " + ", ".join(unknown))
+    problems: list[str] = []
+    if sections is not None:
+        stated = findings(sections, call_ids)
+        if not stated:
+            problems.append("the answer states no findings")
+        problems += sorted({f"{f.section}: {f.problem}" for f in stated if f.problem})
     return Recall(scenario.name, facts, tokens=tokens, phase=phase, message=message, citations=problems)

@@ -304,7 +304,7 @@ async def run_scripted(env: Environment, server: ScriptedModelServer, scenarios:
         status = result.status
         recall = measure(
             result.scenario, server.requests(names[result.scenario.name]), result.traces,
-            answer=status.get("analysis") or "",
+            sections=status.get("sections") or {},
             call_ids=[c.get("id") for c in status.get("toolCalls") or []],
             tokens=int((status.get("usage") or {}).get("totalTokens") or 0),
             phase=status.get("phase") or ("" if not result.error else "NotRun"),

@@ -113,13 +113,13 @@ def test_recall_finds_facts_in_what_the_model_received_and_says_where_the_others
     traces = [CallTrace("ev-1", "kubectl_describe", raw="Reason: OOMKilled\n  Limit: 64Mi", redacted="Reason: OOMKilled\n  Limit: 64Mi"),
               CallTrace("logs", "kubectl_previous_logs", raw="", redacted=""),
               CallTrace("ev-3", "mcp_logs__search", tool_missing=True)]
-    answer = "# Conclusions\nOOM [evidence: ev-1, logs]"
+    answer = {"Conclusions": "OOM [evidence: ev-1, logs]"}
     ok = measure(scenario, _requests(("ev-1", "Reason: OOMKilled\n  Limit:   64Mi")), traces,
-                 answer=answer, call_ids=["ev-1", "logs", "ev-3"])
+                 sections=answer, call_ids=["ev-1", "logs", "ev-3"])
     assert ok.covered and ok.reached == 2 and ok.losses() == {}
 
     truncated = measure(scenario, _requests(("ev-1", "Reason: OOMKilled\n[TRUNCATED]")), traces,
-                        answer=answer, call_ids=["ev-1", "logs"])
+                        sections=answer, call_ids=["ev-1", "logs"])
     assert not truncated.covered and truncated.losses() == {"truncated": 1}
 
     redacted = [CallTrace("ev-1", "kubectl_describe", raw="Reason: OOMKilled\n  Limit: 64Mi", redacted="Reason: OOMKilled\n  Limit: [REDACTED]")]
@@ -138,10 +138,13 @@ def test_recall_finds_facts_in_what_the_model_received_and_says_where_the_others
 def test_an_answer_that_cites_nothing_or_an_unknown_call_fails_the_scenario(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
     requests = _requests(("ev-1", "OOMKilled Limit: 64Mi"))
-    uncited = measure(scenario, requests, [], answer="It is OOM.", call_ids=["ev-1"])
-    assert not uncited.covered and uncited.citations == ["the answer cites no tool call"]
-    forged = measure(scenario, requests, [], answer="OOM [evidence: ev-1, call_999]", call_ids=["ev-1"])
+    uncited = measure(scenario, requests, [], sections={"Key Findings": "- It is OOM.\n- Limit 64Mi [evidence: ev-1]"},
+                      call_ids=["ev-1"])
+    assert not uncited.covered and uncited.citations == ["Key Findings: cites no tool call"]
+    forged = measure(scenario, requests, [], sections={"Conclusions": "OOM [evidence: ev-1, call_999]"}, call_ids=["ev-1"])
     assert not forged.covered and "call_999" in forged.citations[0]
+    advice_only = measure(scenario, requests, [], sections={"Next Steps": "raise the limit"}, call_ids=["ev-1"])
+    assert advice_only.citations == ["the answer states no findings"]
     assert cited_ids("a [evidence: a1, b-2] b [Evidence:c_3] [TRUNCATED] [link](x)") == ["a1", "b-2", "c_3"]
 
 
@@ -157,10 +160,10 @@ def test_the_script_plays_the_plan_and_cites_every_call(tmp_path) -> None:
 
 def test_table_and_summary_line(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
-    good = measure(scenario, _requests(("ev-1", "OOMKilled Limit: 64Mi")), [], answer="x [evidence: ev-1]",
+    good = measure(scenario, _requests(("ev-1", "OOMKilled Limit: 64Mi")), [], sections={"Key Findings": "x [evidence: ev-1]"},
                    call_ids=["ev-1"], tokens=1234, phase="Succeeded")
     bad = measure(scenario, _requests(), [CallTrace("ev-1", "kubectl_describe", raw="x", redacted="x")],
-                  answer="x [evidence: ev-1]", call_ids=["ev-1"], phase="Succeeded")
+                  sections={"Key Findings": "x [evidence: ev-1]"}, call_ids=["ev-1"], phase="Succeeded")
     table = recall_table([good, bad])
     assert table.splitlines()[0].split()[:4] == ["SCENARIO", "RECALL", "TOKENS", "TRUNCATED"]
     assert "1234" in table and "FAIL" in table and "missing 'OOMKilled'" in table

@@ -17,7 +17,7 @@ __all__ = ["CITATION", "Finding", "cited_ids", "findings", "MAX_FINDINGS"]
 
 CITATION = re.compile(r"\[evidence:\s*([^\]]*)\]", re.IGNORECASE)
 MAX_FINDINGS = 40
-_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 # Sections that advise rather than conclude: their items need no evidence.
 _UNCHECKED = re.compile(r"next step|link|reference|app or infra|remediation", re.IGNORECASE)
 
@@ -47,12 +47,15 @@ class Finding:
 
 
 def _items(body: str) -> Iterable[str]:
-    """Bullets and numbered items (with their continuation lines), else paragraphs."""
+    """Top-level bullets and numbered items (nested items and other lines continue them), else
+    paragraphs."""
     lines = body.splitlines()
-    if any(_ITEM.match(line) for line in lines):
+    indents = [len(line) - len(line.lstrip()) for line in lines if _ITEM.match(line)]
+    if indents:
+        top = min(indents)
         current: list[str] = []
         for line in lines:
-            if _ITEM.match(line):
+            if _ITEM.match(line) and len(line) - len(line.lstrip()) == top:
                 if current:
                     yield "\n".join(current)
                 current = [_ITEM.sub("", line, count=1)]
@@ -76,7 +79,8 @@ def findings(sections: Mapping[str, str], call_ids: Collection[str]) -> list[Fin
         if _UNCHECKED.search(title) or not body:
             continue
         for item in _items(body):
-            if item.startswith("```") or not re.search(r"\w", CITATION.sub("", item)):
+            # code and quotes (a notice, a log excerpt) are not conclusions
+            if item.startswith(("```", ">")) or not re.search(r"\w", CITATION.sub("", item)):
                 continue
             ids = tuple(cited_ids(item))
             unknown = [i for i in ids if i not in known]

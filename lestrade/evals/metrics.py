@@ -74,7 +74,10 @@ def recorded_prometheus(series: RecordedSeries) -> Iterator[str]:
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # Prometheus stopped mid-scrape (shutdown)
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import threading
 import time
 import uuid
@@ -221,6 +223,7 @@ async def run_investigations(
     `model_for(scenario)` through the operator, and returns how each ended."""
     core = k8s.CoreV1Api(env.api_client)
     custom = k8s.CustomObjectsApi(env.api_client)
+    _kubectl_on_path()
     await asyncio.to_thread(install_crds, env.api_client, wait=True, timeout=60)
     await asyncio.to_thread(_ensure_namespace, core, EVAL_NAMESPACE)
     tools_account = await asyncio.to_thread(ensure_tools_account, env.api_client)
@@ -281,6 +284,17 @@ async def _delete_investigation(custom: k8s.CustomObjectsApi, name: str) -> None
             await asyncio.sleep(0.5)  # polling the deletion, bounded by wait_for below
 
     await asyncio.wait_for(gone(), 120)
+
+
+def _kubectl_on_path() -> None:
+    """Bash's kubectl is found on PATH (as in the image); without one, the pinned kubectl of
+    the local control plane is put there."""
+    if shutil.which("kubectl"):
+        return
+    from lestrade.localcluster.build import ensure_binaries
+
+    folder = str(ensure_binaries(["kubernetes"], quiet=True)["kubectl"].parent)
+    os.environ["PATH"] = os.pathsep.join([folder, os.environ.get("PATH", "/usr/bin:/bin")])
 
 
 def _clone(api_client: k8s.ApiClient) -> k8s.ApiClient:

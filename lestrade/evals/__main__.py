@@ -99,7 +99,7 @@ def _write_reports(report: dict, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("LiteLLM", "httpx"):
+    for noisy in ("LiteLLM", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     logging.getLogger("kopf").setLevel(logging.CRITICAL)  # retries while the fresh apiserver warms up
     try:

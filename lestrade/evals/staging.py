@@ -108,10 +108,9 @@ class Stager:
             wait_until(f"the controller of {doc['kind']} {name} to act on its first version", observed,
                        timeout=60, interval=0.5)
             created = res.patch(body=doc, name=name, namespace=ns, content_type="application/merge-patch+json").to_dict()
-        if status:
-            body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": created["metadata"]["resourceVersion"]},
-                    "status": status}
-            res.status.replace(body=body, namespace=ns)
+        if status:  # a merge patch: a controller (KWOK for nodes) may have written status since
+            res.status.patch(body={"status": status}, name=doc["metadata"]["name"], namespace=ns,
+                             content_type="application/merge-patch+json")
         return created
 
     def stage(self, scenario: Scenario) -> None:

@@ -58,6 +58,8 @@ class Recall:
     message: str = ""
     citations: list[str] = field(default_factory=list)
     """Problems with the answer's citations (ids that are not calls of the run)."""
+    seconds: float = 0.0
+    staging_seconds: float = 0.0
 
     @property
     def covered(self) -> bool:

@@ -71,6 +71,9 @@ class RunResult:
     investigation: dict[str, Any] = field(default_factory=dict)
     traces: list[CallTrace] = field(default_factory=list)
     seconds: float = 0.0
+    """The Investigation's run, from creation to its end."""
+    staging_seconds: float = 0.0
+    """Staging and waiting until the tools show the evidence."""
     error: str | None = None
 
     @property
@@ -236,6 +239,7 @@ async def run_investigations(
     async def one(scenario: Scenario) -> RunResult:
         result = RunResult(scenario)
         async with gate:
+            begun = time.monotonic()
             try:
                 await asyncio.to_thread(_clear_namespace, core, scenario.namespace)
                 await _delete_investigation(custom, scenario.name)
@@ -243,6 +247,7 @@ async def run_investigations(
                 if env.series is not None:
                     env.series.add(scenario.metrics)
                 result.traces = await wait_for_evidence(registry, scenario, stager)
+                result.staging_seconds = time.monotonic() - begun
             except Exception as exc:  # noqa: BLE001 — one broken scenario must not hide the others
                 log.exception("staging %s failed", scenario.name)
                 result.error = f"staging failed: {type(exc).__name__}: {exc}"
@@ -324,6 +329,7 @@ async def run_scripted(env: Environment, server: ScriptedModelServer, scenarios:
             phase=status.get("phase") or ("" if not result.error else "NotRun"),
             message=result.error or status.get("message") or "",
         )
+        recall.seconds, recall.staging_seconds = result.seconds, result.staging_seconds
         recalls.append(recall)
     return recalls
 

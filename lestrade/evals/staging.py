@@ -86,6 +86,7 @@ class Stager:
         self.logs_dir = logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
         self._served: dict[str, set[str]] = {}
+        self._cluster_events: dict[str, list[tuple[str, str]]] = {}
 
     def _resource(self, doc: dict[str, Any]) -> Any:
         return self.dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
@@ -129,7 +130,10 @@ class Stager:
         events = [e for spec in scenario.events for e in self._events(ns, spec)]
         if events:
             with ThreadPoolExecutor(4) as pool:
-                list(pool.map(lambda e: self.core.create_namespaced_event(ns, e), events))
+                created = list(pool.map(lambda e: self.core.create_namespaced_event(e.metadata.namespace, e), events))
+            # a node's Events live in `default` (as the kubelet posts them): removed by unstage
+            self._cluster_events[ns] = [(e.metadata.namespace, e.metadata.name) for e in created
+                                        if e.metadata.namespace != ns]
 
     def _replace_cluster_object(self, doc: dict[str, Any], status: dict[str, Any] | None) -> None:
         res = self._resource(doc)
@@ -208,12 +212,13 @@ class Stager:
         obj = res.get(name=name, namespace=namespace if res.namespaced else None).to_dict()
         ref = k8s.V1ObjectReference(kind=doc["kind"], name=name, namespace=obj["metadata"].get("namespace"),
                                     uid=obj["metadata"]["uid"], api_version=doc["apiVersion"])
+        where = namespace if res.namespaced else "default"
         now = datetime.now(timezone.utc)
         events = []
         for n in range(1, spec.repeat + 1):
             last = now - timedelta(minutes=spec.age_minutes, seconds=spec.repeat - n)
             events.append(k8s.CoreV1Event(
-                metadata=k8s.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
+                metadata=k8s.V1ObjectMeta(generate_name=f"{name}.", namespace=where),
                 involved_object=ref, reason=spec.reason, message=spec.message.replace("{n}", str(n)),
                 type=spec.type, count=spec.count, first_timestamp=last - timedelta(minutes=5 * (spec.count > 1)),
                 last_timestamp=last, source=k8s.V1EventSource(component=spec.component),
@@ -232,6 +237,12 @@ class Stager:
                 self._resource(raw).delete(name=raw["metadata"]["name"])
             except NotFoundError:
                 pass
+        for namespace, name in self._cluster_events.pop(scenario.namespace, []):
+            try:
+                self.core.delete_namespaced_event(name, namespace)
+            except k8s.ApiException as exc:
+                if exc.status != 404:
+                    raise
 
 
 _KINDS = {"pod": "Pod", "deployment": "Deployment", "deploy": "Deployment", "node": "Node", "service": "Service",

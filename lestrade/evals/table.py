@@ -22,7 +22,7 @@ def summary_line(recalls: Sequence[Recall]) -> str:
 
 def recall_table(recalls: Sequence[Recall]) -> str:
     """A fixed-width table: scenario, facts reached, tokens, losses by kind, and problems."""
-    headers = ["SCENARIO", "RECALL", "TOKENS", *(k.upper() for k in LOSS_KINDS), "RESULT"]
+    headers = ["SCENARIO", "RECALL", "TOKENS", *(k.upper() for k in LOSS_KINDS), "SETUP", "RUN", "RESULT"]
     rows = []
     for r in recalls:
         losses = r.losses()
@@ -35,6 +35,7 @@ def recall_table(recalls: Sequence[Recall]) -> str:
             problems.append("missing " + "; ".join(f"{m[:40]!r}" for m in missing))
         rows.append([r.scenario, f"{r.reached}/{len(r.facts)}", str(r.tokens),
                      *(str(losses.get(k, 0) or "-") for k in LOSS_KINDS),
+                     f"{r.staging_seconds:.0f}s", f"{r.seconds:.0f}s",
                      "ok" if r.covered else "FAIL " + " | ".join(problems)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers[:-1])]

@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lestrade.config import ModelConfig
-from lestrade.evals.recall import cited_ids, model_inputs
+from lestrade.evals.recall import model_inputs
+from lestrade.runs.findings import findings
 from lestrade.evals.scenario import Scenario
 
 __all__ = ["JUDGE_SYSTEM", "Verdict", "ScenarioReport", "judge_prompt", "parse_verdict", "judge",
@@ -109,12 +110,12 @@ def evidence_seen(scenario: Scenario, messages: Sequence[Mapping[str, Any]]) -> 
     return sum(1 for f in scenario.evidence if f.found_in(text))
 
 
-def grounding_problems(answer: str, call_ids: Sequence[str]) -> list[str]:
-    cited = cited_ids(answer)
-    if not cited:
-        return ["cites no tool call"]
-    unknown = sorted(set(cited) - set(call_ids))
-    return [f"cites unknown call(s): {', '.join(unknown)}"] if unknown else []
+def grounding_problems(sections: Mapping[str, str], call_ids: Sequence[str]) -> list[str]:
+    """Findings of the answer that cite nothing or calls the run never made."""
+    stated = findings(sections, call_ids)
+    if not stated:
+        return ["states no findings"]
+    return sorted({f"{f.section}: {f.problem}" for f in stated if f.problem})
 
 
 def build_report(model: str, judge_model: str, rows: Sequence[ScenarioReport]) -> dict[str, Any]:

@@ -369,6 +369,6 @@ async def run_model(env: Environment, scenarios: Sequence[Scenario], models: Mod
             tokens=int(usage.get("totalTokens") or 0), cost=float(usage.get("cost") or 0.0),
             tool_calls=int(status.get("toolCallCount") or len(call_ids)),
             evidence_seen=evidence_seen(result.scenario, messages), evidence_total=len(result.scenario.evidence),
-            grounding=grounding_problems(answer, call_ids) if answer else ["no answer"],
+            grounding=grounding_problems(status.get("sections") or {}, call_ids) if answer else ["no answer"],
         ))
     return build_report(model, judge_model, rows)

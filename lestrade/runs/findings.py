@@ -16,7 +16,7 @@ from dataclasses import dataclass
 __all__ = ["CITATION", "Finding", "cited_ids", "findings", "MAX_FINDINGS"]
 
 CITATION = re.compile(r"\[evidence:\s*([^\]]*)\]", re.IGNORECASE)
-MAX_FINDINGS = 40
+MAX_FINDINGS = 30
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 # Sections that advise rather than conclude: their items need no evidence.
 _UNCHECKED = re.compile(r"next step|link|reference|app or infra|remediation", re.IGNORECASE)

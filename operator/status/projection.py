@@ -175,7 +175,7 @@ def findings_fields(state: TranscriptState, sections: dict[str, str] | None) -> 
     if not stated:
         return {}
     return {
-        "findings": [Finding(section=cap(f.section, 1000), text=cap(f.text, 4000), evidence=list(f.evidence[:50]),
+        "findings": [Finding(section=cap(f.section, 200), text=cap(f.text, 1000), evidence=list(f.evidence[:50]),
                              grounded=f.grounded, problem=f.problem and cap(f.problem, 1000)) for f in stated],
         "groundedFindings": f"{sum(f.grounded for f in stated)}/{len(stated)}",
     }

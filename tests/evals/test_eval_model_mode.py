@@ -43,10 +43,10 @@ def test_model_mode_investigates_freely_judges_and_compares(cluster, crds, model
     assert row["tokens"] > 0 and row["tool_calls"] >= 3
     # the demo model read the pod's termination and its crashed container's logs itself
     assert row["evidence_seen"] == row["evidence_total"] == 3
-    assert row["grounding"] == ["cites no tool call"]  # the demo model does not cite its evidence
+    assert row["grounding"] == []  # every finding of the demo's answer cites calls it made
     assert report["comparison"]["now_passing"] == ["oom-killed"]
     markdown = (reports / "eval-report.md").read_text()
-    assert "| oom-killed | oom | yes | found | 3/3 | cites no tool call |" in markdown
+    assert "| oom-killed | oom | yes | found | 3/3 | yes |" in markdown
     assert "now passing: oom-killed" in markdown
 
 

@@ -31,7 +31,7 @@ from lestrade.evals.metrics import RecordedSeries
 from lestrade.evals.recall import CallTrace, Recall, measure
 from lestrade.evals.scenario import Scenario
 from lestrade.evals.script import script_for
-from lestrade.evals.staging import Stager
+from lestrade.evals.staging import EVAL_LABEL, Stager
 from lestrade.localcluster.processes import wait_until
 from lestrade.localcluster.toolsaccount import ensure_tools_account
 from lestrade.modelserver import ScriptedModelServer
@@ -154,6 +154,18 @@ def _clear_namespace(core: k8s.CoreV1Api, name: str) -> None:
     wait_until(f"namespace {name} of an earlier run to be deleted", gone, timeout=180)
 
 
+def _wait_deleted(core: k8s.CoreV1Api, namespaces: list[str]) -> None:
+    names = set(namespaces)
+
+    def gone() -> bool:
+        return not names & {n.metadata.name for n in core.list_namespace(label_selector=f"{EVAL_LABEL}=true").items}
+
+    try:
+        wait_until("the scenarios' namespaces to be deleted", gone, timeout=180, interval=1.0)
+    except Exception as exc:  # noqa: BLE001 — reported, not fatal: the results stand
+        log.warning("%s", exc)
+
+
 async def trace_plan(registry: ToolRegistry, scenario: Scenario) -> list[CallTrace]:
     """Runs the plan's calls outside the run: raw output (before redaction and caps) and redacted."""
 
@@ -268,6 +280,9 @@ async def run_investigations(
                 await asyncio.to_thread(stager.unstage, scenario)
             except Exception as exc:  # noqa: BLE001 — cleanup is best effort
                 log.warning("cleaning up %s: %s", scenario.name, exc)
+        # Gone before returning: on a shared cluster, a terminating namespace's objects would
+        # still show up in whole-cluster lists of whatever runs next.
+        await asyncio.to_thread(_wait_deleted, core, [s.namespace for s in scenarios])
 
 
 async def _delete_investigation(custom: k8s.CustomObjectsApi, name: str) -> None:

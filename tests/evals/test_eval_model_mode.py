@@ -5,8 +5,11 @@ investigates on its own: no plan) and the judge."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
+from collections.abc import Iterator
 
+import pytest
 import yaml
 
 from lestrade.evals.__main__ import main
@@ -16,6 +19,15 @@ JUDGE = {
     "steps": [{"content": '{"root_cause_found": {{ "true" if match(re_found, text=last_user) else "false" }}, '
                           '"evidence_cited": [true, false, true], "score": 0.8, "reason": "scripted judge"}'}],
 }
+
+
+@pytest.fixture(autouse=True)
+def _log_levels() -> Iterator[None]:
+    """The command quiets some loggers; the rest of the test session keeps its levels."""
+    levels = {name: logging.getLogger(name).level for name in ("kopf", "LiteLLM", "httpx", "urllib3")}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def test_model_mode_investigates_freely_judges_and_compares(cluster, crds, model_server, tmp_path, monkeypatch) -> None:
@@ -31,8 +43,8 @@ def test_model_mode_investigates_freely_judges_and_compares(cluster, crds, model
                                     "results": [{"scenario": "oom-killed", "passed": False}]}))
     reports = tmp_path / "reports"
 
-    code = main(["--model", "demo", "--judge", judge, "--only", "oom-killed", "--kubeconfig", str(cluster.kubeconfig),
-                 "--report", str(reports), "--compare", str(previous)])
+    code = main(["--model", "demo", "--judge", judge, "--only", "oom-killed", "--kubeconfig",
+                 str(cluster.kubeconfig), "--report", str(reports), "--compare", str(previous)])
 
     assert code == 0
     report = json.loads((reports / "eval-report.json").read_text())

@@ -30,7 +30,9 @@ def _log_levels() -> Iterator[None]:
         logging.getLogger(name).setLevel(level)
 
 
-def test_model_mode_investigates_freely_judges_and_compares(cluster, crds, model_server, tmp_path, monkeypatch) -> None:
+def test_model_mode_investigates_freely_judges_and_compares(
+    cluster, crds, model_server, tmp_path, monkeypatch, eval_namespace_removed
+) -> None:
     judge = f"judge-{uuid.uuid4().hex[:6]}"
     model_server.add_scenario({"name": judge, **JUDGE})
     models = tmp_path / "models.yaml"

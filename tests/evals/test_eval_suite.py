@@ -16,7 +16,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "eval" / "scenarios"
 
 
 async def test_every_scenario_puts_its_evidence_in_front_of_the_model(
-    api_client, crds, model_server, tmp_path, capsys
+    api_client, crds, model_server, tmp_path, capsys, eval_namespace_removed
 ) -> None:
     scenarios = load_scenarios(SCENARIOS)
     assert len(scenarios) >= 40, [s.name for s in scenarios]

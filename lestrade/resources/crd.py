@@ -113,6 +113,8 @@ INVESTIGATION = CrdDefinition(
         _column("Steps", ".status.steps", "integer", "Model calls made so far."),
         _column("Tools", ".status.toolCallCount", "integer", "Tool calls made so far."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
+        _column("Grounded", ".status.groundedFindings", "string",
+                "Findings that cite the tool calls they rest on, of all findings.", priority=1),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
         _column("Title", ".spec.title", "string", "The problem investigated.", priority=1),
         _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),

@@ -7,5 +7,6 @@ numbers are the progress sequence the API streams (`progress.progress_records(st
 after=seq)`): gap-free, the same for every reader, rebuilt from the ConfigMaps alone.
 `progress` derives progress records and status facts from a transcript; `summary` what a person
 is shown of a run (a list row and a timeline, for the plugin and the console); `views` typed
-views of a run's resource.
+views of a run's resource; `findings` the conclusions of an answer with the tool calls they cite
+(`[evidence: id]`), checked against the run's calls (status `findings`, the console, the eval).
 """

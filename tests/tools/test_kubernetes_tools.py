@@ -99,6 +99,33 @@ async def test_find_resource_by_name_fragment(kube, api_client, namespace) -> No
     assert none.status == "success" and "No " in none.data
 
 
+async def test_find_resource_greps_the_whole_row_status_included(kube, api_client, namespace) -> None:
+    """Issue #27: "Which pods are crash-looping?" must find the pod whose STATUS column says
+    CrashLoopBackOff, as the tool's description (a grep of `kubectl get -A` rows) promises."""
+    pods = _run_deployment(api_client, namespace, "ledger", replicas=1,
+                           annotations={"lestrade.dev/simulate": "crashloop"})
+    _run_deployment(api_client, namespace, "healthy-neighbour", replicas=1)
+    name = pods[0].metadata.name
+
+    def crashlooping() -> bool:
+        pod = k8s.CoreV1Api(api_client).read_namespaced_pod(name, namespace)
+        return any(s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
+                   for s in pod.status.container_statuses or [])
+
+    wait_until("the pod to crash-loop", crashlooping, 60)
+    for args in ({"keyword": "CrashLoopBackOff", "kind": "pod"}, {"keyword": "crashloopbackoff"}):
+        out = await kube["kubectl_find_resource"].run(args)
+        assert out.status == "success", out.text()
+        rows = [line for line in out.data.splitlines() if namespace in line]
+        assert [r.split()[1] for r in rows] == [name], out.data
+        assert "CrashLoopBackOff" in rows[0]
+    # the image column matches too (a wide row), and a healthy pod does not match a status it lacks
+    image = await kube["kubectl_find_resource"].run({"keyword": "example.com/app:1.0", "kind": "deploy"})
+    assert "ledger" in image.data and "healthy-neighbour" in image.data, image.data
+    assert "healthy-neighbour" not in (await kube["kubectl_find_resource"].run({"keyword": "CrashLoopBackOff"})).data
+    assert "status" in kube["kubectl_find_resource"].description.lower()
+
+
 async def test_unknown_kind_and_missing_object_are_clear_errors(kube, namespace) -> None:
     bad = await kube["kubectl_get_by_kind_in_namespace"].run({"kind": "flurbs", "namespace": namespace})
     assert bad.status == "error" and "flurbs" in (bad.error or "")

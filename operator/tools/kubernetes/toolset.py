@@ -145,10 +145,10 @@ class _KubeTools:
             except KubeError:
                 return None
             headers, rows = server_table_rows(table, with_namespace=res.namespaced, with_labels=True)
-            name_at = headers.index("NAME")
-            hits = [r for r in rows if keyword in str(r[name_at]).lower()
-                    or keyword in str(r[-1]).lower()
-                    or (res.namespaced and keyword in str(r[0]).lower())]
+            # The whole row, as `kubectl get -A -o wide --show-labels | grep` sees it: a status
+            # (CrashLoopBackOff, Pending, ImagePullBackOff), an image, a node or an IP matches
+            # as well as a name, a namespace or a label.
+            hits = [r for r in rows if keyword in _row_text(r)]
             if not hits:
                 return None
             return f"{res.display}:\n{render_table(headers, hits, max_rows=50)}"
@@ -158,7 +158,7 @@ class _KubeTools:
                 sections.append(found)
         if not sections:
             scope = kind or ", ".join(r.plural for r in kinds)
-            return f"No {scope} match '{keyword}' in name, namespace or labels."
+            return f"No {scope} match '{keyword}' in any column (name, namespace, status, labels, ...)."
         return "\n\n".join(sections)
 
     async def get_yaml(self, p: Params) -> str:
@@ -336,6 +336,11 @@ def format_top_nodes(items: list[dict[str, Any]], allocatable: dict[str, dict[st
     return render_table(["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"], rows)
 
 
+def _row_text(row: list[Any]) -> str:
+    """A table row as one lower-case line, the text `grep -i` would search."""
+    return "  ".join("" if cell is None else str(cell) for cell in row).lower()
+
+
 def _more_note(table: dict[str, Any]) -> str:
     meta = table.get("metadata") or {}
     if not meta.get("continue"):
@@ -390,9 +395,12 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             lambda p: f"kubectl get {p.opt_str('kind')} -A -o wide --show-labels",
         ),
         FunctionTool(
-            "kubectl_find_resource", "Find resources whose name, namespace or labels contain a keyword, in all namespaces.",
+            "kubectl_find_resource",
+            "Find resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains a "
+            "keyword (case-insensitive): a name, namespace, label, or a column value such as a status "
+            "(CrashLoopBackOff, Pending, ImagePullBackOff), an image or a node.",
             schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}), k.find,
-            lambda p: f"kubectl get {p.opt_str('kind') or 'all'} -A --show-labels | grep {p.opt_str('keyword')}",
+            lambda p: f"kubectl get {p.opt_str('kind') or 'all'} -A -o wide --show-labels | grep -i {p.opt_str('keyword')}",
         ),
         FunctionTool(
             "kubectl_get_yaml", "Get a resource's full YAML (credentials masked).",

@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 
 import lestrade  # noqa: E402,F401
 from lestrade.api.base.findings import Findings  # noqa: E402
-from lestrade.runs.findings import FindingsIndex, SearchQuery  # noqa: E402
+from lestrade.runs.history import FindingsIndex, SearchQuery  # noqa: E402
 from operator_bench import rss_kib  # noqa: E402
 
 import os  # noqa: E402

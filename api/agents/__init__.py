@@ -21,6 +21,6 @@ past findings (`GET /api/findings`), all acting as the caller.
   an API nobody asks this way should not carry. a2a-sdk requires google-api-core but imports
   none of it: `[tool.uv] override-dependencies` keeps it, and google-auth, which the kubernetes
   client would import in every process, out.
-- `findings_routes.py`: `GET /api/findings`; the index is `lestrade.runs.findings`, kept by
+- `findings_routes.py`: `GET /api/findings`; the index is `lestrade.runs.history`, kept by
   `base/findings.py` over the shared watches.
 """

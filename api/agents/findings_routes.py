@@ -1,4 +1,4 @@
-"""`GET /api/findings`: past findings the caller may read (see `lestrade.runs.findings` and
+"""`GET /api/findings`: past findings the caller may read (see `lestrade.runs.history` and
 `lestrade.api.base.findings`); the same search as the MCP tool `search_findings`."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from lestrade.resources import (
     INVESTIGATION_PLURAL,
 )
 from lestrade.resources.common import FINISHED_PHASES
-from lestrade.runs.findings import MAX_RESULTS, SearchQuery, parse_since
+from lestrade.runs.history import MAX_RESULTS, SearchQuery, parse_since
 from lestrade.runs.summary import is_finished, run_summary, timeline
 
 from lestrade.api.base.access import may
@@ -305,7 +305,7 @@ async def search_findings(
     name: str | None = None, alert: str | None = None, since: str | None = None, until: str | None = None,
     limit: int = 10,
 ) -> list[dict[str, Any]]:
-    """Past findings the caller may read (lestrade.runs.findings), best first."""
+    """Past findings the caller may read (lestrade.runs.history), best first."""
     try:
         search = SearchQuery(text=query or "", namespace=namespace or None, kind=kind or None, name=name or None,
                              alert=alert or None, since=parse_since(since), until=parse_since(until),

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
-from lestrade.runs.findings import FindingsIndex, SearchQuery
+from lestrade.runs.history import FindingsIndex, SearchQuery
 
 from lestrade.api.base.access import may_as
 from lestrade.api.base.auth import Verdict

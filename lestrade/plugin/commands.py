@@ -12,7 +12,7 @@ from typing import Any
 
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
-from lestrade.runs.findings import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
+from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
 from lestrade.runs.summary import run_summary, timeline, turn_start
 from lestrade.runs.transcript import Transcript
 from lestrade.runs.views import view_of
@@ -316,7 +316,7 @@ async def list_command(session: Session, args: argparse.Namespace) -> ExitCode:
 
 
 async def history(session: Session, args: argparse.Namespace) -> ExitCode:
-    """Past findings (`lestrade.runs.findings`) of the runs the kubeconfig's user may list."""
+    """Past findings (`lestrade.runs.history`) of the runs the kubeconfig's user may list."""
     namespace = None if args.all_namespaces else session.namespace
     try:
         query = SearchQuery(text=" ".join(args.query), namespace=args.resource_namespace, kind=args.kind,

@@ -2,7 +2,7 @@
 
 Reads the finished Investigations and Conversation answers of the run's scope — listed with
 the run's own read-only identity (the scope's ServiceAccount: its namespaces only; cluster-wide
-runs: every namespace) — into a `lestrade.runs.findings` index for each call, and returns the
+runs: every namespace) — into a `lestrade.runs.history` index for each call, and returns the
 best matches: run, age, root cause, fix applied or approved. Lists are paged, and only the
 findings (not the objects) are kept, so 10,000 finished runs cost one index, not 10,000 objects.
 
@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, GROUP, INVESTIGATION_KIND, INVESTIGATION_PLURAL, VERSION
-from lestrade.runs.findings import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
+from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
 
 from lestrade.operator.tools.base import Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema

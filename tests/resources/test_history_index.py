@@ -1,4 +1,4 @@
-"""The past-findings index (`lestrade.runs.findings`) on hand-made resources: what a finding
+"""The past-findings index (`lestrade.runs.history`) on hand-made resources: what a finding
 says, each filter, BM25 ranking, updates and deletions through `sync`, hostile query text."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lestrade.runs.findings import FindingsIndex, SearchQuery, finding_of, parse_since
+from lestrade.runs.history import FindingsIndex, SearchQuery, finding_of, parse_since
 
 
 def inv(name: str, *, ns: str = "shop", phase: str = "Succeeded", title: str = "", analysis: str = "",

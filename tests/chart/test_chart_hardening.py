@@ -20,6 +20,8 @@ from lestrade.operator.runs.jobs import job_manifest
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.runs.views import view_of
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 EVERYTHING_ON = {

@@ -8,6 +8,7 @@ does: a call that would need approval becomes an error the model sees, and nobod
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -24,6 +25,7 @@ from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import InvestigateRequest, InvestigationResponse, WorkloadHealthRequest
 from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.workload import HEALTH_RESPONSE_FORMAT, HEALTH_SECTIONS, HealthAnswerError, health_answer
 
 __all__ = ["router"]
 
@@ -71,10 +73,14 @@ def _health_spec(req: WorkloadHealthRequest, svc: Services) -> dict[str, Any]:
         "context": {"alert_history": req.alert_history, "alert_history_since_hours": req.alert_history_since_hours},
         "question": question,
         "model": check_model(svc.models, req.model),
+        # the JSON object the Robusta runner parses (workload.py)
+        "sections": HEALTH_SECTIONS,
+        "responseFormat": json.dumps(HEALTH_RESPONSE_FORMAT),
     }
 
 
-async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool) -> JSONResponse:
+async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool,
+                  health: bool = False) -> JSONResponse:
     last, snapshot = await last_event(svc, cursor, request, "investigation")
     if last.name == "error":
         status = 429 if last.data.get("error_code") == 5204 else 500
@@ -82,8 +88,16 @@ async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_ca
     calls = tool_calls_of(snapshot.transcript) if tool_calls else []
     if not results:
         calls = [{**c, "result": {**c["result"], "data": None}} for c in calls]
+    analysis = last.data.get("analysis")
+    if health:
+        try:
+            analysis = json.dumps(health_answer(last.data.get("sections"), analysis))
+        except HealthAnswerError as exc:
+            # 502: the model, not the client, failed; the runner gets no prose to misparse
+            return JSONResponse({"detail": f"the model's answer is not a health verdict: {exc}",
+                                 "analysis": last.data.get("analysis"), "investigation": cursor.name}, 502)
     body = InvestigationResponse(
-        analysis=last.data.get("analysis"),
+        analysis=analysis,
         sections=last.data.get("sections"),
         tool_calls=calls,
         instructions=[],
@@ -116,4 +130,5 @@ async def workload_health_check(req: WorkloadHealthRequest, request: Request) ->
     """A health check of one workload, as an Investigation with the ask as its question."""
     svc = services(request)
     cursor = await _create(request, svc, _health_spec(req, svc), "/api/workload_health_check")
-    return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results)
+    return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results,
+                         health=True)

@@ -167,7 +167,9 @@ function approvals(detail, path, refresh) {
 function timelineItem(item) {
   switch (item.kind) {
     case "turn": return h("div", { class: "turn" }, `Turn ${item.index + 1}`);
-    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text));
+    // what the person asked; the prompt built around it (sections, reminders, time) on demand
+    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text),
+      item.prompt ? h("details", { class: "prompt" }, h("summary", {}, "show prompt"), h("pre", { class: "output" }, item.prompt)) : null);
     case "assistant": return h("div", { class: "msg assistant" }, h("div", { class: "who" }, "model"), markdown(item.text));
     case "tool_call": return h("details", { class: `tool ${item.status}`, dataset: { call: item.id } },
       h("summary", {}, h("code", {}, item.name), " ", h("span", { class: "muted" }, item.description || JSON.stringify(item.params)),

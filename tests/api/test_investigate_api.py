@@ -125,20 +125,24 @@ def test_workload_health_check_answers_the_json_the_runner_parses(
 def test_workload_health_check_without_structured_output_is_validated(
     stack: Any, model_server: Any, scenario_name: str
 ) -> None:
-    # A provider that ignores response_format: the model writes JSON in prose, with a string verdict.
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content='Done.\n```json\n{"workload_healthy": "yes", "root_cause_summary": "3/3 replicas ready"}\n```'),
-        Step(content="It looks fine to me."),
-    ]))
-    s = stack(scenario_name)
+    # Providers that ignore response_format: the model writes the object in prose, with a
+    # string verdict, or gives no verdict at all.
+    vague = f"{scenario_name}-vague"
+    model_server.add_scenario(Scenario(name=scenario_name, ignores_response_format=True, steps=[
+        Step(content='Done.\n```json\n{"workload_healthy": "yes", "root_cause_summary": "3/3 replicas ready"}\n```')]))
+    model_server.add_scenario(Scenario(name=vague, ignores_response_format=True, steps=[
+        Step(content="It looks fine to me.")]))
+    s = stack(scenario_name, vague)
     with s.client() as http:
         good = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"}})
         assert good.status_code == 200, good.text
         assert runner_parses(good.json()["analysis"]) == (True, "3/3 replicas ready")
-        # no verdict at all: an error naming what is missing, never prose the runner would misparse
-        bad = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"}})
+        # no verdict: an error naming what is missing, never prose the runner would misparse
+        bad = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"},
+                                                            "model": vague})
     assert bad.status_code == 502, bad.text
     assert "workload_healthy" in bad.json()["detail"], bad.text
+    assert "It looks fine to me." in bad.json()["analysis"]
 
 
 def test_issue_chat_and_workload_health_chat_frame_a_new_conversation(

@@ -21,6 +21,7 @@ from lestrade.resources import INVESTIGATION_KIND, INVESTIGATION_PLURAL
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError, api_object, apiserver_refusal, check_model
 from lestrade.api.holmes.events import tool_calls_of
+from lestrade.api.holmes.requests import REQUEST_ID_HEADER, error_response, new_request_id
 from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import InvestigateRequest, InvestigationResponse, WorkloadHealthRequest
@@ -81,10 +82,10 @@ def _health_spec(req: WorkloadHealthRequest, svc: Services) -> dict[str, Any]:
 
 async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool,
                   health: bool = False) -> JSONResponse:
+    request_id = new_request_id()
     last, snapshot = await last_event(svc, cursor, request, "investigation")
     if last.name == "error":
-        status = 429 if last.data.get("error_code") == 5204 else 500
-        return JSONResponse({"detail": last.data["msg"], **last.data, "investigation": cursor.name}, status)
+        return error_response(last.data, {"investigation": cursor.name}, request_id)
     calls = tool_calls_of(snapshot.transcript) if tool_calls else []
     if not results:
         calls = [{**c, "result": {**c["result"], "data": None}} for c in calls]
@@ -95,16 +96,17 @@ async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_ca
         except HealthAnswerError as exc:
             # 502: the model, not the client, failed; the runner gets no prose to misparse
             return JSONResponse({"detail": f"the model's answer is not a health verdict: {exc}",
-                                 "analysis": last.data.get("analysis"), "investigation": cursor.name}, 502)
+                                 "analysis": last.data.get("analysis"), "investigation": cursor.name,
+                                 "metadata": {"request_id": request_id}}, 502, headers={REQUEST_ID_HEADER: request_id})
     body = InvestigationResponse(
         analysis=analysis,
         sections=last.data.get("sections"),
         tool_calls=calls,
         instructions=[],
-        metadata=last.data.get("metadata") or {},
+        metadata={**(last.data.get("metadata") or {}), "request_id": request_id},
         investigation=cursor.name,
     )
-    return JSONResponse(body.model_dump(mode="json"))
+    return JSONResponse(body.model_dump(mode="json"), headers={REQUEST_ID_HEADER: request_id})
 
 
 @router.post("/api/investigate", response_model=InvestigationResponse)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lestrade.resources.common import FINISHED_PHASES
-from lestrade.resources.constants import CONVERSATION_KIND, INVESTIGATION_KIND
+from lestrade.resources.constants import CONVERSATION_KIND, INVESTIGATION_KIND, REQUEST_ANNOTATIONS
 from lestrade.runs.progress import call_arguments
 from lestrade.runs.transcript import RecordType, TranscriptState
 
@@ -78,7 +78,14 @@ def run_summary(obj: Mapping[str, Any]) -> dict[str, Any]:
         "turns": len(spec.get("turns") or []) if kind == CONVERSATION_KIND else None,
         "answer": answer,
         "sections": status.get("sections") if kind == INVESTIGATION_KIND else None,
+        "request": _request(meta),
     }
+
+
+def _request(meta: Mapping[str, Any]) -> dict[str, str]:
+    """What an HTTP client said about the request (REQUEST_ANNOTATIONS), by field name."""
+    annotations = meta.get("annotations") or {}
+    return {field: str(annotations[key]) for field, key in REQUEST_ANNOTATIONS.items() if annotations.get(key)}
 
 
 def turn_start(state: TranscriptState, turn: int | None) -> int:

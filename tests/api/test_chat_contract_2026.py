@@ -114,8 +114,12 @@ def test_request_fields_are_recorded_and_shown_and_every_answer_has_a_request_id
                            "-n", namespace, "-o", "wide"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     header, row = proc.stdout.splitlines()[:2]
-    columns = dict(zip(header.split(), row.split()))
-    assert (columns["SOURCE"], columns["USER"]) == ("slack", "u-17"), proc.stdout
+    start = {name: header.index(f"{name} ") for name in ("SOURCE", "USER", "MESSAGE")}  # kubectl aligns columns
+
+    def column(name: str, until: str) -> str:
+        return row[start[name]:start[until]].strip()
+
+    assert (column("SOURCE", "USER"), column("USER", "MESSAGE")) == ("slack", "u-17"), proc.stdout
     # the console shows them on the run's page
     with s.client() as http:
         detail = http.get(f"/api/console/runs/conversations/{namespace}/{name}").json()

@@ -238,3 +238,32 @@ def test_commands_are_read_as_a_shell_reads_them() -> None:
     text = "```bash\nexport A=1  # note\ncurl -s x -d '{\"a\": 1,\n  \"b\": 2}'\nkubectl patch c \\\n  -p 'x'   # why\n```\n"
     assert commands(f"## Quickstart with kubectl\n{text}\n## Quickstart with HTTP (HolmesGPT-compatible)\n") == [
         "export A=1", "curl -s x -d '{\"a\": 1,\n  \"b\": 2}'", "kubectl patch c \\\n  -p 'x'"]
+
+
+def header_commands(example: Path) -> list[str]:
+    """The commands an example's header comment shows (`#   kubectl ...`), comments dropped."""
+    return [_without_comment(m).strip() for m in re.findall(r"^#   (kubectl .+)$", example.read_text(), re.M)]
+
+
+@pytest.mark.timeout(600)
+def test_the_alert_route_example_works_as_its_header_says(running_readme: Run) -> None:
+    shell = Shell(running_readme)
+    shell("export KUBECONFIG=$PWD/.lestrade/kubeconfig")
+    shell("export PATH=$PWD/.lestrade/bin:$PATH")
+    ok(shell("kubectl create namespace shop"))
+    apply, get_routes, get_investigations = header_commands(REPO / "examples" / "alertroute.yaml")
+    assert apply == "kubectl apply --server-side -n shop -f examples/alertroute.yaml"
+    ok(shell(apply))
+    # the operator says at once that the route can match
+    shell.until(f"{get_routes} -w", lambda seen: re.search(r"crashlooping-pods\s+True\s+Valid\b", seen) is not None)
+    alert = {"version": "4", "status": "firing", "receiver": "lestrade", "alerts": [{
+        "status": "firing", "fingerprint": "00000000000000aa", "startsAt": "2026-11-26T03:00:00Z",
+        "labels": {"alertname": "KubePodCrashLooping", "severity": "warning", "namespace": "shop",
+                   "pod": "web-1", "container": "app"},
+        "annotations": {"description": "web-1 keeps restarting"}}]}
+    posted = ok(shell(f"curl -s localhost:8080/api/alertmanager -d {shlex.quote(json.dumps(alert))}"))
+    assert json_of(posted)["created"] == 1, posted
+    listing = ok(shell(get_investigations))
+    assert len(listing.splitlines()) == 2 and "crashlooping-pods" in listing.splitlines()[1], listing
+    routes = ok(shell(get_routes))
+    assert re.search(r"crashlooping-pods\s+True\s+Valid\s+1\s+1\b", routes), routes

@@ -22,15 +22,16 @@ KUBECONFORM_VERSION = "0.8.0"
 RUN_COMPONENTS: tuple[str, ...] = ("kubernetes", "etcd", "kwok")
 
 # A cold build (empty Go module and build caches) on a 2-core machine, for the estimate the build
-# prints before it starts: Kubernetes measured 9 m 54 s alone; the others from the same machine's
-# build logs (each `go build` step is timed in `<cache>/<component>-<version>.build.log`).
+# prints before it starts. Measured: Kubernetes alone 9 m 54 s, all six one after the other
+# 21 m 47 s; the split of the other 11 m 53 s between them is an estimate (each `go build` step
+# is now timed in `<cache>/<component>-<version>.build.log`, so a quiet cold build can replace it).
 COLD_BUILD_SECONDS: dict[str, int] = {
     "kubernetes": 600,
-    "etcd": 150,
-    "kwok": 180,
-    "helm": 200,
-    "kubeconform": 40,
-    "prometheus": 330,
+    "etcd": 120,
+    "kwok": 140,
+    "helm": 150,
+    "kubeconform": 30,
+    "prometheus": 260,
 }
 
 

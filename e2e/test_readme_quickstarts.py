@@ -160,6 +160,11 @@ def expectations(shell: Shell, readme: str) -> dict[str, Callable[[str], None]]:
     def models(c: str) -> None:
         assert json_of(ok(shell(c)))["model_name"]
 
+    def info(c: str) -> None:
+        body = json_of(ok(shell(c)))
+        assert body["version"] and body["auth"]["enabled"] is False and body["models"]
+        assert {t["name"]: t["status"] for t in body["toolsets"]}["kubernetes"] == "healthy", body
+
     def chat(c: str) -> None:
         body = json_of(ok(shell(c)))
         assert body["analysis"] and body["conversation_id"] and body["metadata"]["request_id"]
@@ -197,7 +202,8 @@ def expectations(shell: Shell, readme: str) -> dict[str, Callable[[str], None]]:
         "kubectl apply -f examples/conversation.yaml": applied, "kubectl wait conv": conv_wait,
         "kubectl get conv ask-about-the-cluster -o jsonpath": answer, "kubectl patch conv": applied,
         "kubectl get conv -w": conv_watch,
-        "curl -s localhost:8080/api/model": models, "curl -s localhost:8080/api/chat": chat,
+        "curl -s localhost:8080/api/model": models, "curl -s localhost:8080/api/info": info,
+        "curl -s localhost:8080/api/chat": chat,
         "curl -sN localhost:8080/api/chat": chat_stream, "curl -s localhost:8080/api/holmes/": hosted,
         "curl -s -X PUT localhost:8080/v1/contexts/": context_put,
         "curl -s localhost:8080/v1/contexts/support-1/messages": context_message,
@@ -229,7 +235,7 @@ def test_every_quickstart_command_answers_as_the_readme_says(running_readme: Run
         assert check is not None, f"the README's {command!r} has no expectation in this test: add one"
         check(command)
         ran.append(command)
-    assert len(ran) >= 18, ran  # every quick-start command but the templates ran
+    assert len(ran) >= 19, ran  # every quick-start command but the templates ran
     # the harness example sends "model": "default"
     assert any('"model": "default"' in c for c in ran)
 

@@ -27,6 +27,7 @@ MODEL ?=
 JUDGE ?=
 EVAL_ARGS ?=
 eval: deps binaries ## the scenario suite: evidence recall (scripted), or MODEL=<name> judged
+	$(PY) -m lestrade.localcluster build prometheus
 	$(PY) -m lestrade.evals $(if $(MODEL),--model $(MODEL)) $(if $(JUDGE),--judge $(JUDGE)) $(EVAL_ARGS)
 
 bench: deps binaries ## benchmarks: print numbers

@@ -159,7 +159,7 @@ USES = {
     "helm": re.compile(r'binary_path\("helm"\)|ensure_binaries\(\["helm"\]|local_release|LocalRelease|'
                        r'from test_chart_hardening import|def \w+\([^)]*\bdeployed\b'),
     "kubeconform": re.compile(r'binary_path\("kubeconform"\)|ensure_binaries\(\["kubeconform"\]'),
-    "prometheus": re.compile(r'def \w+\([^)]*\bprometheus\b|PrometheusServer\('),
+    "prometheus": re.compile(r'def \w+\([^)]*\bprometheus\b|PrometheusServer\(|recorded_prometheus\('),
 }
 
 

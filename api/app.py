@@ -20,7 +20,7 @@ from lestrade.api.agents import findings_routes
 from lestrade.api.agents.lazy import install_agents
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
-from lestrade.api.holmes import routes_chat
+from lestrade.api.holmes import routes_chat, routes_info
 from lestrade.api.contexts import routes as routes_contexts
 from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
@@ -95,6 +95,7 @@ def create_app(
             api_keys=load_api_keys() if api_keys is None else api_keys,
         )
     app.include_router(routes_chat.router)
+    app.include_router(routes_info.router)  # GET /api/info
     app.include_router(routes_investigate.router)
     app.include_router(console.router)  # the web console at / (console.py)
     app.include_router(routes_alertmanager.router)

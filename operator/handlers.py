@@ -40,7 +40,7 @@ from lestrade.resources.constants import GROUP, VERSION
 from lestrade.runs.views import KINDS, view_of
 
 from lestrade.operator.mcpservers import daemon as mcpservers
-from lestrade.operator.triggers import event_source
+from lestrade.operator.triggers import event_source, route_check
 from lestrade.operator.triggers import schedules
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.runs.jobs import RUN_UID_LABEL
@@ -172,6 +172,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     schedules.register(registry)
     event_source.register(registry)
     mcpservers.register(registry)
+    route_check.register(registry)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

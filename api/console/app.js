@@ -164,10 +164,20 @@ function approvals(detail, path, refresh) {
     note);
 }
 
+// What the HTTP client said about the chat (request_source, source_ref, user_id, ...): its claims.
+function requestLine(request) {
+  const labels = { request_source: "source", source_ref: "ref", user_id: "user", user_email: "email",
+    conversation_id: "client id", meta: "meta" };
+  const parts = Object.entries(labels).filter(([key]) => request[key]).map(([key, label]) => `${label} ${request[key]}`);
+  return parts.length ? h("p", { class: "meta request", id: "request" }, `asked via ${parts.join(" · ")}`) : null;
+}
+
 function timelineItem(item) {
   switch (item.kind) {
     case "turn": return h("div", { class: "turn" }, `Turn ${item.index + 1}`);
-    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text));
+    // what the person asked; the prompt built around it (sections, reminders, time) on demand
+    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text),
+      item.prompt ? h("details", { class: "prompt" }, h("summary", {}, "show prompt"), h("pre", { class: "output" }, item.prompt)) : null);
     case "assistant": return h("div", { class: "msg assistant" }, h("div", { class: "who" }, "model"), markdown(item.text));
     case "tool_call": return h("details", { class: `tool ${item.status}`, dataset: { call: item.id } },
       h("summary", {}, h("code", {}, item.name), " ", h("span", { class: "muted" }, item.description || JSON.stringify(item.params)),
@@ -229,6 +239,7 @@ function renderRun(detail, path, refresh) {
     h("p", { class: "meta" }, `${s.kind} ${s.namespace}/${s.name} · model ${s.model || "default"} · ${s.steps} steps · `,
       h("span", { id: "tokens" }, `${s.usage.totalTokens} tokens`), ` · ${cost(s.usage)}`,
       s.message ? h("span", { class: "muted" }, ` · ${s.message}`) : null),
+    requestLine(s.request || {}),
     approvals(detail, path, refresh),
     !conversation && s.answer ? h("section", { class: "card analysis", id: "analysis" }, h("h3", {}, "Analysis"), markdown(s.answer)) : null,
     !conversation ? findings : null,

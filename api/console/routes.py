@@ -37,7 +37,7 @@ from lestrade.resources import (
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
 )
-from lestrade.runs.summary import run_summary, timeline
+from lestrade.runs.summary import asks_of, run_summary, timeline
 
 from lestrade.api.base.access import may
 from lestrade.api.base.auth import requester_annotations, writer_for
@@ -149,7 +149,7 @@ async def run(plural: str, namespace: str, name: str, request: Request) -> dict[
     obj = _with_kind(plural, obj)
     state = await svc.follower.transcript(obj)
     return {
-        "summary": run_summary(obj), "timeline": timeline(state),
+        "summary": run_summary(obj), "timeline": timeline(state, asks=asks_of(obj)),
         "mayDecide": await may(request, "patch", plural, namespace), "user": _user(request),
     }
 

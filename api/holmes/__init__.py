@@ -5,10 +5,19 @@
 `/api/investigate`, `/api/stream/investigate`, `/api/workload_health_check` (Investigations with
 `enableToolApproval: false`, HolmesGPT's server mode). `schemas`: request and response bodies
 (422 names the field). `services`: what the endpoints share, one per app, on `app.state`.
+`routes_info`: `GET /api/info` (version, auth, model names, toolsets and their health).
+`workload`: the JSON verdict `/api/workload_health_check` answers (`workload_healthy`,
+`root_cause_summary`), asked as sections and structured output, checked here. `requests`:
+`metadata.request_id` / `X-Request-Id` on every JSON answer, 429 + `Retry-After` for a
+rate-limited run.
 
 `chats` maps stateless clients onto Conversations: a new chat creates one (`chat-<random>`);
 every history the API returns carries `conversation_id` in its system message, so a follow-up
-that resends the history appends a turn to the same Conversation. Nothing else in a client's
+that resends the history appends a turn to the same Conversation (as does `conversation_id`:
+a Conversation's name, or the client's own id recorded when it started the chat). The request
+fields `user_id`, `user_email`, `request_source`, `source_ref`, `meta` become annotations of
+the Conversation (the client's claims). A resume-only request (`ask` empty, with
+`tool_decisions` or `frontend_tool_results`) adds no turn. Nothing else in a client's
 history is trusted: a history the server never issued only goes along as quoted text in the
 first ask (never as messages, so it cannot carry tool calls). `tool_decisions` patch
 `spec.decisions`, and only for calls the server's transcript holds as waiting in the current

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -64,7 +65,7 @@ def _go_module_files(version: str) -> dict[str, str]:
     }
 
 
-def ensure_prometheus(version: str = PROMETHEUS_VERSION) -> Path:
+def ensure_prometheus(version: str = PROMETHEUS_VERSION, *, progress: Callable[[str], None] | None = None) -> Path:
     """Return the cached Prometheus binary, building it first if needed.
 
     Concurrent callers (parallel test processes) serialise on a lock file, so only one builds.
@@ -84,6 +85,8 @@ def ensure_prometheus(version: str = PROMETHEUS_VERSION) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _is_executable(target):  # another process built it while we waited
             return target
+        if progress is not None:
+            progress(f"compiling prometheus (no service discovery plugins; log {log_path})")
         _build(go, version, target, log_path)
     return target
 

@@ -154,6 +154,8 @@ class Scenario(_Strict):
     step_counting: Literal["conversation", "turn"] = "conversation"
     after_last: Literal["repeat", "error"] = "repeat"
     latency_ms: int | None = Field(default=None, ge=0)
+    ignores_response_format: bool = False
+    """Plays a provider without structured output: `response_format` is accepted and ignored."""
 
     @field_validator("name")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "REQUEST_ANNOTATIONS",
     "GROUP",
     "VERSION",
     "API_VERSION",
@@ -76,3 +77,14 @@ CONDITION_SUCCEEDED: Final = "Succeeded"
 CONDITION_AWAITING_APPROVAL: Final = "AwaitingApproval"
 CONDITION_ANSWERED: Final = "Answered"
 CONDITION_READY: Final = "Ready"
+
+# What an HTTP client says about a chat request (HolmesGPT's request fields), recorded on the
+# Conversation it created: the client's claims, not verified (unlike lestrade.dev/requested-by).
+REQUEST_ANNOTATIONS: dict[str, str] = {
+    "conversation_id": "lestrade.dev/conversation-id",
+    "user_id": "lestrade.dev/user-id",
+    "user_email": "lestrade.dev/user-email",
+    "request_source": "lestrade.dev/request-source",
+    "source_ref": "lestrade.dev/source-ref",
+    "meta": "lestrade.dev/meta",
+}

@@ -110,6 +110,14 @@ class InvestigationSpec(WireModel):
         description="Sections the analysis must have: title -> what to write in it. "
         "HolmesGPT's investigation sections when omitted.",
     )
+    response_format: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="Structured output: an OpenAI response_format as a JSON string (e.g. "
+        "{\"type\": \"json_schema\", \"json_schema\": {...}}) sent with the run's model calls "
+        "where the provider supports it (elsewhere the sections' instructions ask for the same "
+        "JSON object); the sections are then the object's fields.",
+    )
     max_steps: int | None = Field(
         default=None,
         ge=1,

@@ -315,7 +315,7 @@ class _Attempt:
             prompt=prompt,
             limits=limits,
             enable_tool_approval=spec.enable_tool_approval,
-            response_format=_response_format(spec.response_format) if conversation else None,
+            response_format=_response_format(getattr(spec, "response_format", None)),
             call_ids=self.harness.call_ids if self.harness is not None else None,
         )
 

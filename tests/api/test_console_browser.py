@@ -136,6 +136,14 @@ def test_a_conversation_round_trip(
         page.click("#new-chat button[type=submit]")
         expect(page.locator(".msg.answer").first).to_contain_text("runs out of memory")
         expect(page.locator(".msg.answer strong").first).to_have_text("web-1")
+        # what the person asked, not the prompt around it; that prompt one click away
+        expect(page.locator(".msg.user > .text").first).to_have_text("Why does web-1 restart?")
+        prompt = page.locator(".msg.user details.prompt pre").first
+        expect(prompt).to_be_hidden()
+        page.locator(".msg.user details.prompt summary").first.click()
+        expect(prompt).to_be_visible()
+        expect(prompt).to_contain_text("Why does web-1 restart?")
+        expect(prompt).to_contain_text("Current time:")
         page.fill("#ask textarea", "What should I do?")
         page.click("#ask button")
         expect(page.locator(".msg.answer")).to_have_count(2)

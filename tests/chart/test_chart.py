@@ -15,6 +15,8 @@ from kubernetes import client as k8s
 from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.resources import GROUP
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 

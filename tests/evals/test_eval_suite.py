@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lestrade.evals.metrics import RecordedSeries, recorded_prometheus
 from lestrade.evals.runner import Environment, run_scripted
 from lestrade.evals.scenario import load_scenarios
 from lestrade.evals.table import recall_table, summary_line
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "eval" / "scenarios"
+
+pytestmark = pytest.mark.binaries("prometheus")
 
 
 async def test_every_scenario_puts_its_evidence_in_front_of_the_model(

@@ -16,6 +16,8 @@ from lestrade.operator.tenancy.scopes import decide_scope, parse_policy
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.resources.tenancy import Requester, RunScope
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 POLICY = """

@@ -165,8 +165,8 @@ def test_printer_columns_point_at_real_fields() -> None:
             if column["jsonPath"].startswith(".metadata."):
                 continue
             node = schema
-            # A filter on a list (`conditions[?(@.type=='Ready')].status`) selects its items.
-            path = re.sub(r"\[\?\(@\.[A-Za-z]+=='[A-Za-z]+'\)\]", "[]", column["jsonPath"])
+            # `.status.conditions[?(@.type=="Ready")].reason`: a filter selects an item of a list
+            path = re.sub(r"\[\?\(@\.[^)]*\)\]", "[]", column["jsonPath"])
             for part in path.strip(".").split("."):
                 node = node["properties"][part.removesuffix("[]")]
                 if part.endswith("[]"):

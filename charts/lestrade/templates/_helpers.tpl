@@ -66,6 +66,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 - name: LESTRADE_ENABLE_BASH
   value: {{ .Values.tools.enableBash | quote }}
+# Where AlertRoutes with alertNamespace: Any are honoured (Own routes are, in every namespace):
+# the API matches by it, the operator explains a route it ignores in the route's Ready condition.
+- name: LESTRADE_ALERT_ROUTES_ALL_NAMESPACES
+  value: {{ .Values.api.alertRoutesAllNamespaces | quote }}
+{{- with .Values.api.alertRoutesAnyNamespaces }}
+- name: LESTRADE_ALERT_ROUTES_ANY_NAMESPACES
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- if .Values.rbac.create }}
 - name: LESTRADE_TOOLS_SERVICE_ACCOUNT
   value: {{ printf "%s/%s" .Release.Namespace (include "lestrade.toolsServiceAccountName" .) | quote }}

@@ -34,6 +34,7 @@ from lestrade.kube import Kube
 from lestrade.operator.admission.decisions import install_admission_policy
 from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.operator.context import build_engine
+from lestrade.operator.delivery.watch import DeliveryWatch
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
@@ -128,13 +129,20 @@ async def run_operator(
     configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
+    # Results to Destinations: a watch of its own, outside the runs (a destination that is
+    # down never holds a run up). Every replica runs it; claims in status keep sends single.
+    delivery = DeliveryWatch(
+        engine.kube, timeout=settings.delivery_timeout, console_url=settings.console_url
+    )
+    deliverer = asyncio.create_task(delivery.follow(namespaces), name="delivery")
 
     @kopf.on.cleanup(registry=registry)
     async def stop_ttl_reaper(**_: Any) -> None:
         # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
         # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        deliverer.cancel()
+        await asyncio.gather(reaper, deliverer, return_exceptions=True)
 
     try:
         await kopf.operator(
@@ -155,7 +163,8 @@ async def run_operator(
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        deliverer.cancel()
+        await asyncio.gather(reaper, deliverer, return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
 

@@ -30,6 +30,10 @@ __all__ = [
     "SCHEDULED_PLURAL",
     "SCHEDULED_SINGULAR",
     "SCHEDULED_SHORT_NAME",
+    "DESTINATION_KIND",
+    "DESTINATION_PLURAL",
+    "DESTINATION_SINGULAR",
+    "DESTINATION_SHORT_NAME",
     "CONDITION_SUCCEEDED",
     "CONDITION_AWAITING_APPROVAL",
     "CONDITION_ANSWERED",
@@ -59,6 +63,11 @@ SCHEDULED_KIND: Final = "ScheduledInvestigation"
 SCHEDULED_PLURAL: Final = "scheduledinvestigations"
 SCHEDULED_SINGULAR: Final = "scheduledinvestigation"
 SCHEDULED_SHORT_NAME: Final = "sinv"
+
+DESTINATION_KIND: Final = "Destination"
+DESTINATION_PLURAL: Final = "destinations"
+DESTINATION_SINGULAR: Final = "destination"
+DESTINATION_SHORT_NAME: Final = "dest"
 
 # Condition types the operator maintains (the GUIDE promises `kubectl wait
 # --for=condition=Succeeded` on an Investigation).

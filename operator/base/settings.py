@@ -34,6 +34,8 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_LEASE_RENEW_DEADLINE` | 10 | a replica that could not renew for this long stops its runs (shorter than the duration) |
 | `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
 | `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
+| `LESTRADE_CONSOLE_URL` | - | base URL of the web console: delivered messages link to the run's page there (a Destination's `consoleUrl` wins) |
+| `LESTRADE_DELIVERY_TIMEOUT` | 10 | seconds one delivery attempt may take; an attempt left `Sending` longer (its operator died) is tried again |
 """
 
 from __future__ import annotations
@@ -162,6 +164,10 @@ class OperatorSettings:
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
+    console_url: str | None = None
+    """Base URL of the web console, for the links in delivered messages."""
+    delivery_timeout: float = 10.0
+    """Seconds one delivery attempt may take (delivery/watch.py)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -208,6 +214,8 @@ class OperatorSettings:
             "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
             "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
             "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
+            "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
+            "delivery_timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

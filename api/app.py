@@ -21,6 +21,7 @@ from lestrade.api.holmes import routes_chat
 from lestrade.api.contexts import routes as routes_contexts
 from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
+from lestrade.api.slack import routes as routes_slack
 from lestrade.api.holmes import routes_investigate
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from lestrade.api.holmes.chats import ChatStore, ClientError
@@ -49,6 +50,7 @@ def create_app(
     wait_timeout: float = 3600.0,
     api_keys: Mapping[str, str] | None = None,
     hosted: HostedSettings | None = None,
+    slack: routes_slack.SlackSettings | None = None,
 ) -> FastAPI:
     """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
     whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
@@ -96,6 +98,8 @@ def create_app(
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
+    app.state.slack = slack or routes_slack.SlackSettings.from_env()
+    app.include_router(routes_slack.router)  # Approve/Deny buttons of Slack messages
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

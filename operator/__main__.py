@@ -41,6 +41,7 @@ from lestrade.operator.runs.selection import configure_selection, crd_selects_ph
 from lestrade.operator.base.metrics import serve as serve_metrics
 from lestrade.operator.base.engine import ToolsFactory
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.base.telemetry import configure_tracing
 
 __all__ = ["run_operator", "main", "default_priority"]
 
@@ -223,6 +224,17 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     namespaces = args.namespace or [
         ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
     ]
+    stop_tracing = configure_tracing()  # off unless the OTEL_* variables ask for it
+    try:
+        _run(args, settings, namespaces, tools)
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # sends the spans still buffered
+    return 0
+
+
+def _run(args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None) -> None:
+    env = os.environ
     asyncio.run(
         run_operator(
             settings,
@@ -237,7 +249,6 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
             install_policy=args.install_admission_policy,
         )
     )
-    return 0
 
 
 if __name__ == "__main__":

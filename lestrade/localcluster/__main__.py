@@ -16,6 +16,7 @@ from pathlib import Path
 from lestrade.localcluster.build import BuildError, cache_root, ensure_binaries
 from lestrade.localcluster.cluster import LocalCluster
 from lestrade.localcluster.processes import StartupError
+from lestrade.localcluster.otelcol import OTELCOL_VERSION, OtelcolBuildError, ensure_otelcol
 from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError, ensure_prometheus
 from lestrade.localcluster.versions import COMPONENTS
 
@@ -37,15 +38,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{binary}: {path}")
             if not args.components:  # the Prometheus toolset's tests query a real one
                 print(f"prometheus: {ensure_prometheus()}")
+                print(f"otelcol: {ensure_otelcol()}")  # the tracing tests' OTLP receiver
             print(f"ready in {time.monotonic() - started:.1f}s")
         elif args.command == "versions":
             for c in COMPONENTS.values():
                 print(f"{c.name} {c.version} ({c.module})")
             print(f"prometheus {PROMETHEUS_VERSION} (github.com/prometheus/prometheus)")
+            print(f"otelcol {OTELCOL_VERSION} (go.opentelemetry.io/collector + contrib fileexporter)")
             print(f"cache: {cache_root()}")
         else:
             return _up(args.kubeconfig)
-    except (BuildError, PrometheusBuildError, StartupError) as exc:
+    except (BuildError, PrometheusBuildError, OtelcolBuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

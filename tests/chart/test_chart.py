@@ -60,11 +60,11 @@ def test_defaults_are_secure() -> None:
              and d["metadata"]["name"] != "lestrade-delivery-secrets" for r in d.get("rules", [])]
     for rule in rules:
         assert "secrets" not in rule.get("resources", []), rule
+        assert not ("*" in rule.get("resources", []) and "" in rule.get("apiGroups", [])), rule
     # The one exception: Destinations' credentials, `get` in the release namespace only.
     (delivery,) = [d for d in docs if d["metadata"]["name"] == "lestrade-delivery-secrets" and d["kind"] == "Role"]
     assert delivery["metadata"]["namespace"] == "lestrade-system"
     assert delivery["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
-        assert not ("*" in rule.get("resources", []) and "" in rule.get("apiGroups", [])), rule
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert {f"investigations.{GROUP}", f"conversations.{GROUP}"} <= crds
 

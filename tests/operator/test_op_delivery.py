@@ -188,8 +188,11 @@ def test_a_destination_that_is_down_holds_nothing_up_and_a_kill_9_sends_once(
 ) -> None:
     receiver = Receiver()  # its port is reserved, nobody listens yet: the destination is down
     secret(api_client, namespace, "keys", {"signing": SIGNING_KEY})
+    # 5 s between attempts: the kill lands while the message waits to be retried (a kill
+    # during an attempt is the other case: its claim is taken over after 3 attempt timeouts).
     destination(api_client, namespace, "hook", type="Webhook", webhook={
-        "url": receiver.url + "/in", "signingSecretRef": {"name": "keys", "key": "signing"}})
+        "url": receiver.url + "/in", "signingSecretRef": {"name": "keys", "key": "signing"}},
+        retry={"maxAttempts": 10, "backoffSeconds": 5})
     model_server.add_scenario(answer(scenario_name, "Done."))
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     first = OperatorProcess(cluster, namespace, models, tmp_path / "operator-1.log").start()

@@ -15,6 +15,7 @@ component versions (`go build -mod=mod`: no test-only dependencies resolved), ca
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -52,16 +53,18 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 func components() (otelcol.Factories, error) {
 	var err error
-	factories := otelcol.Factories{}
+	factories := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
 	if err != nil {
 		return factories, err
@@ -76,7 +79,8 @@ func main() {
 		Factories: components,
 		ConfigProviderSettings: otelcol.ConfigProviderSettings{
 			ResolverSettings: confmap.ResolverSettings{
-				ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory()},
+				ProviderFactories: []confmap.ProviderFactory{envprovider.NewFactory(), fileprovider.NewFactory()},
+				DefaultScheme:     "env",
 			},
 		},
 	}
@@ -92,7 +96,9 @@ class OtelcolBuildError(RuntimeError):
 
 
 def otelcol_binary_path(version: str = OTELCOL_VERSION) -> Path:
-    return cache_root() / f"otelcol-{version}" / "otelcol"
+    # The folder names the sources too: a changed main.go or pin is a new build, never a stale one.
+    digest = hashlib.sha256((MAIN_GO + repr(sorted(_REQUIRES.items()))).encode()).hexdigest()[:8]
+    return cache_root() / f"otelcol-{version}-{digest}" / "otelcol"
 
 
 def _is_executable(path: Path) -> bool:

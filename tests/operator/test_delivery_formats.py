@@ -167,3 +167,26 @@ def test_a_conversation_owes_its_latest_turn_only() -> None:
 def test_backoff_doubles_and_is_capped() -> None:
     assert [backoff(2, n) for n in (1, 2, 3)] == [2, 4, 8]
     assert backoff(2, 30) == 600
+
+
+def test_alert_routes_and_schedules_pass_their_destinations_on() -> None:
+    """An AlertRoute's template and a ScheduledInvestigation's spec.investigation name
+    destinations; the Investigations they create carry them (and so are delivered)."""
+    from datetime import UTC, datetime
+
+    from lestrade.resources.alertroute import AlertRoute
+    from lestrade.resources.scheduled import ScheduledInvestigation
+    from lestrade.triggers import Alert
+    from lestrade.triggers.dispatch import investigation_manifest
+
+    deliver = [{"destination": "ops", "when": "OnFinding"}]
+    route = AlertRoute.model_validate({
+        "metadata": {"name": "crash", "namespace": "shop"},
+        "spec": {"matchers": [], "alertNamespace": "Any", "investigation": {"title": "{{ labels.alertname }}", "deliver": deliver}},
+    })
+    alert = Alert(labels={"alertname": "KubePodCrashLooping"}, given_fingerprint="f", starts_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert investigation_manifest(route, "crash-x", alert)["spec"]["deliver"] == deliver
+    schedule = ScheduledInvestigation.model_validate({
+        "metadata": {"name": "daily"}, "spec": {"schedule": "@daily", "investigation": {"title": "healthy?", "deliver": deliver}},
+    })
+    assert schedule.spec.investigation.to_wire()["deliver"] == deliver

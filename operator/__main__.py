@@ -29,6 +29,7 @@ import kopf
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 
 from lestrade.operator.admission.decisions import install_admission_policy
@@ -133,7 +134,8 @@ async def run_operator(
     # Results to Destinations: a watch of its own, outside the runs (a destination that is
     # down never holds a run up). Every replica runs it; claims in status keep sends single.
     delivery = DeliveryWatch(
-        engine.kube, timeout=settings.delivery_timeout, console_url=settings.console_url
+        engine.kube, timeout=settings.delivery_timeout, console_url=settings.console_url,
+        api_url=settings.api_url, decision_key=load_key(settings.decision_key_file),
     )
     deliverer = asyncio.create_task(delivery.follow(namespaces), name="delivery")
 

@@ -38,7 +38,9 @@ __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready",
                           # Slack's callbacks carry Slack's signature, not a token (api/slack)
                           "/api/slack/interactions"})
-PUBLIC_PREFIXES = ("/console/",)
+PUBLIC_PREFIXES = ("/console/",
+                   # a signed decision link is its own credential (api/decisions)
+                   "/api/delivery/decisions/")
 """The web console's page and files hold no data (console.py); its data needs a token."""
 
 

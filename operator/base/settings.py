@@ -35,6 +35,8 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
 | `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
 | `LESTRADE_CONSOLE_URL` | - | base URL of the web console: delivered messages link to the run's page there (a Destination's `consoleUrl` wins) |
+| `LESTRADE_API_URL` | - | the API's URL as webhook receivers reach it: firing webhook messages carry a signed `decisionUrl` there (with `LESTRADE_DECISION_KEY_FILE`) |
+| `LESTRADE_DECISION_KEY_FILE` | - | file with the key that signs decision links (shared with the API) |
 | `LESTRADE_DELIVERY_TIMEOUT` | 10 | seconds one delivery attempt may take; an attempt left `Sending` longer (its operator died) is tried again |
 """
 
@@ -168,6 +170,10 @@ class OperatorSettings:
     """Base URL of the web console, for the links in delivered messages."""
     delivery_timeout: float = 10.0
     """Seconds one delivery attempt may take (delivery/watch.py)."""
+    api_url: str | None = None
+    """The API's URL for webhook receivers: where signed decision links point."""
+    decision_key_file: str | None = None
+    """The key that signs decision links (lestrade.decision_links), shared with the API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -216,6 +222,8 @@ class OperatorSettings:
             "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
             "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
             "delivery_timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
+            "api_url": env.get("LESTRADE_API_URL") or None,
+            "decision_key_file": env.get("LESTRADE_DECISION_KEY_FILE") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

@@ -60,8 +60,6 @@ def teams_message(payload: Mapping[str, Any]) -> dict[str, Any]:
     actions = []
     if run.get("url"):
         actions.append({"type": "Action.OpenUrl", "title": "Open in the console", "url": run["url"]})
-    if payload.get("decisionUrl"):
-        actions.append({"type": "Action.OpenUrl", "title": "Decide", "url": payload["decisionUrl"]})
     card = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",

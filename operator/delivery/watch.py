@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from lestrade.decision_links import DecisionLink, make_token
 from lestrade.kube import ApiException, Kube, is_conflict, is_not_found, resource_path
 from lestrade.resources.constants import CONVERSATION_PLURAL, DESTINATION_PLURAL, INVESTIGATION_PLURAL
 from lestrade.resources.destination import DELIVERY_DONE, DELIVERY_PENDING, DeliveryState
@@ -75,8 +76,14 @@ def _rv(obj: Mapping[str, Any]) -> int:
 
 
 class DeliveryWatch:
-    def __init__(self, kube: Kube, *, timeout: float = 10.0, console_url: str | None = None) -> None:
+    def __init__(
+        self, kube: Kube, *, timeout: float = 10.0, console_url: str | None = None,
+        api_url: str | None = None, decision_key: bytes | None = None, link_lifetime: float = 86400.0,
+    ) -> None:
         self.kube = kube
+        self.api_url = api_url
+        self.decision_key = decision_key
+        self.link_lifetime = link_lifetime
         self.sender = Sender(kube, timeout=timeout, console_url=console_url)
         self.abandon_after = 3 * timeout
         self._latest: dict[str, dict[str, Any]] = {}
@@ -270,11 +277,25 @@ class DeliveryWatch:
             and r.get("state") == DeliveryState.SENT and (r.get("event") or "").startswith(pauses)
         ]
         payload = build_payload(claimed, due, resolves=[r["id"] for r in earlier])
+        if due.status == "firing" and self.api_url and self.decision_key and payload["pendingApprovals"]:
+            payload["decisionUrl"] = self._decision_url(claimed, payload)
         meta = claimed.get("metadata") or {}
         update_ref = next((r.get("ref") for r in reversed(earlier) if r.get("ref")), None)
         outcome = await self.sender.send(meta.get("namespace", ""), due.destination, payload, update_ref=update_ref)
         await self._record(uid, claimed, claim, outcome)
         await self._tell_destination(meta.get("namespace", ""), due.destination, meta, obj.get("kind"), outcome)
+
+    def _decision_url(self, obj: Mapping[str, Any], payload: Mapping[str, Any]) -> str:
+        """A signed link deciding exactly the waiting calls of this run (`decision_links`)."""
+        assert self.api_url and self.decision_key
+        meta = obj.get("metadata") or {}
+        link = DecisionLink(
+            kind=str(obj.get("kind") or "Investigation"), namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""), uid=meta.get("uid", ""),
+            calls=tuple((p["toolCallId"], p.get("digest")) for p in payload["pendingApprovals"]),
+            expires=int(time.time() + self.link_lifetime),
+        )
+        return f"{self.api_url.rstrip('/')}/api/delivery/decisions/{make_token(self.decision_key, link)}"
 
     async def _record(self, uid: str, obj: Mapping[str, Any], claim: dict[str, Any], outcome: Outcome) -> None:
         attempts = int(claim["attempts"])

@@ -198,7 +198,7 @@ def test_delivery_slack_and_tracing_values() -> None:
     user map for the API, the tracing variables for the operator, and the egress they need."""
     docs = render("lestrade", "lestrade-system", {
         "delivery": {
-            "consoleUrl": "https://lestrade.example", "secretNamespaces": ["team-a"],
+            "consoleUrl": "https://lestrade.example", "secretNamespaces": ["team-a"], "apiUrl": "https://api.example",
             "destinations": [{"name": "ops-slack", "secretData": {"url": "https://hooks.slack.com/services/T/B/X"},
                               "spec": {"type": "Slack", "slack": {"webhookUrlSecretRef": {"name": "ops-slack", "key": "url"}}}}],
         },
@@ -217,6 +217,12 @@ def test_delivery_slack_and_tracing_values() -> None:
     operator_env = {e["name"]: e.get("value") for e in containers["operator"]["env"]}
     assert operator_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector.obs:4318"
     assert operator_env["LESTRADE_CONSOLE_URL"] == "https://lestrade.example"
+    assert operator_env["LESTRADE_API_URL"] == "https://api.example"
+    key = by[("Secret", "lestrade-decision-key")]["data"]["key"]
+    assert len(key) >= 64  # 48 random characters, base64
+    for container in ("operator", "api"):
+        assert {e["name"]: e.get("value") for e in containers[container]["env"]}["LESTRADE_DECISION_KEY_FILE"] == "/etc/lestrade/decision-key/key"
+        assert {"name": "decision-key", "mountPath": "/etc/lestrade/decision-key", "readOnly": True} in containers[container]["volumeMounts"]
     api_env = {e["name"]: e.get("value") for e in containers["api"]["env"]}
     assert api_env["LESTRADE_SLACK_SIGNING_SECRET_FILE"] == "/etc/lestrade/slack/signingSecret"
     assert api_env["LESTRADE_SLACK_USER_MAP"] == "lestrade-system/lestrade-slack-users"

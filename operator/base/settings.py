@@ -76,6 +76,14 @@ PASSED_TO_JOBS = (
     "LESTRADE_TOOLS_READ_ROLE",
     "LESTRADE_SCOPE_POLICY",
     "ENABLED_PROMPTS",
+    # Traces of the Jobs' runs go where the operator's go (headers, which may hold a token,
+    # reach a Job only through its pod template).
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
 )
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -117,11 +117,13 @@ class DeliveryWatch:
             except asyncio.CancelledError:
                 raise
             except ApiException as exc:
-                if exc.status == 400 and selector:
-                    # An older CRD without the selectable field: every run, filtered here.
-                    logger.warning("%s cannot be selected by status.delivery (older CRD?): watching all", path)
-                    selector = ""
-                    continue
+                if exc.status == 400:
+                    # A CRD older than this operator: no status.delivery to select by, and no
+                    # spec.deliver either (the apiserver prunes it), so nothing to send. Not a
+                    # watch of every run instead; apply the new CRDs and restart.
+                    logger.warning("no delivery for %s: its CRD cannot select status.delivery "
+                                   "(apply this version's CRDs): %s", path, exc.reason)
+                    return
                 logger.warning("delivery watch of %s failed, listing again: %s", path, exc)
                 await asyncio.sleep(RETRY_DELAY)
             except Exception as exc:

@@ -5,6 +5,7 @@ resources the operator works on."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
@@ -14,6 +15,7 @@ from kubernetes import client as k8s
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 
 from lestrade.api.agents import findings_routes
@@ -24,6 +26,8 @@ from lestrade.api.holmes import routes_chat, routes_info
 from lestrade.api.contexts import routes as routes_contexts
 from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
+from lestrade.api.decisions import routes as routes_decisions
+from lestrade.api.slack import routes as routes_slack
 from lestrade.api.holmes import routes_investigate
 from lestrade.api.base.findings import Findings
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
@@ -53,6 +57,8 @@ def create_app(
     wait_timeout: float = 3600.0,
     api_keys: Mapping[str, str] | None = None,
     hosted: HostedSettings | None = None,
+    slack: routes_slack.SlackSettings | None = None,
+    decision_key: bytes | None = None,
 ) -> FastAPI:
     """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
     whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
@@ -103,6 +109,10 @@ def create_app(
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
+    app.state.slack = slack or routes_slack.SlackSettings.from_env()
+    app.include_router(routes_slack.router)  # Approve/Deny buttons of Slack messages
+    app.state.decision_key = decision_key or load_key(os.environ.get("LESTRADE_DECISION_KEY_FILE"))
+    app.include_router(routes_decisions.router)  # signed decision links of webhooks
     app.state.findings = Findings(watches)  # past findings, from the shared watches
     app.include_router(findings_routes.router)  # /api/findings
     agents = install_agents(app)  # /mcp (MCP server), /a2a and its card (A2A agent), built on first use

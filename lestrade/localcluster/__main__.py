@@ -16,6 +16,7 @@ from pathlib import Path
 from lestrade.localcluster.build import ALL_COMPONENTS, BuildError, cache_root, ensure_binaries
 from lestrade.localcluster.cluster import LocalCluster
 from lestrade.localcluster.processes import StartupError
+from lestrade.localcluster.otelcol import OTELCOL_VERSION, OtelcolBuildError
 from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError
 from lestrade.localcluster.versions import COMPONENTS, RUN_COMPONENTS
 
@@ -43,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
             for c in COMPONENTS.values():
                 print(f"{c.name} {c.version} ({c.module})")
             print(f"prometheus {PROMETHEUS_VERSION} (github.com/prometheus/prometheus)")
+            print(f"otelcol {OTELCOL_VERSION} (go.opentelemetry.io/collector + contrib fileexporter)")
             print(f"cache: {cache_root()}")
         else:
             return _up(args.kubeconfig)
-    except (BuildError, PrometheusBuildError, StartupError) as exc:
+    except (BuildError, PrometheusBuildError, OtelcolBuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

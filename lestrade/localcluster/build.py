@@ -13,6 +13,7 @@ them to the published `v0.<minor>.<patch>` release of the same code.
 from __future__ import annotations
 
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -31,9 +32,20 @@ __all__ = [
     "ensure_component", "missing_components", "component_names", "ALL_COMPONENTS",
 ]
 
-ALL_COMPONENTS: tuple[str, ...] = (*COMPONENTS, "prometheus")
-"""Every component `python -m lestrade.localcluster build --all` builds (Prometheus has a build
-of its own, in prometheus.py)."""
+# Components with a build of their own rather than a plain `go build` of a module's packages:
+# name → (module, where its binary lives, the function that builds it if missing).
+_OWN_BUILDS: dict[str, tuple[str, str, str]] = {
+    "prometheus": ("lestrade.localcluster.prometheus", "prometheus_binary_path", "ensure_prometheus"),
+    "otelcol": ("lestrade.localcluster.otelcol", "otelcol_binary_path", "ensure_otelcol"),
+}
+
+ALL_COMPONENTS: tuple[str, ...] = (*COMPONENTS, *_OWN_BUILDS)
+"""Every component `python -m lestrade.localcluster build --all` builds."""
+
+
+def _own_build(name: str, function: int) -> Callable[..., Path]:
+    module, *functions = _OWN_BUILDS[name]
+    return getattr(importlib.import_module(module), functions[function])
 
 
 class BuildError(RuntimeError):
@@ -57,10 +69,8 @@ def binary_path(binary: str) -> Path:
     for component in COMPONENTS.values():
         if binary in component.binaries:
             return component_dir(component) / binary
-    if binary == "prometheus":
-        from lestrade.localcluster.prometheus import prometheus_binary_path
-
-        return prometheus_binary_path()
+    if binary in _OWN_BUILDS:
+        return _own_build(binary, 0)()
     raise KeyError(f"no component builds {binary!r}")
 
 
@@ -80,8 +90,8 @@ def component_names(names: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def _is_built(name: str) -> bool:
-    if name == "prometheus":
-        path = binary_path("prometheus")
+    if name in _OWN_BUILDS:
+        path = binary_path(name)
         return path.is_file() and os.access(path, os.X_OK)
     component = COMPONENTS[name]
     return _complete(component, component_dir(component))
@@ -257,6 +267,8 @@ def ensure_component(name: str, *, quiet: bool = False) -> Path:
         from lestrade.localcluster.prometheus import ensure_prometheus
 
         return _announced(name, quiet, lambda progress: ensure_prometheus(progress=progress)).parent
+    if name in _OWN_BUILDS:
+        return _announced(name, quiet, lambda progress: _own_build(name, 1)()).parent
     component = COMPONENTS[name]
     target = component_dir(component)
     if _complete(component, target):
@@ -309,8 +321,8 @@ def ensure_binaries(names: list[str] | None = None, *, quiet: bool = False) -> d
     paths: dict[str, Path] = {}
     for name in wanted:
         folder = ensure_component(name, quiet=quiet)
-        if name == "prometheus":
-            paths["prometheus"] = folder / "prometheus"
+        if name in _OWN_BUILDS:
+            paths[name] = binary_path(name)
             continue
         for binary in COMPONENTS[name].binaries:
             paths[binary] = folder / binary

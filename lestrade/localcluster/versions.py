@@ -32,6 +32,7 @@ COLD_BUILD_SECONDS: dict[str, int] = {
     "helm": 150,
     "kubeconform": 30,
     "prometheus": 260,
+    "otelcol": 300,
 }
 
 

@@ -36,6 +36,10 @@ __all__ = [
     "MCPSERVER_SINGULAR",
     "MCPSERVER_SHORT_NAME",
     "CONDITION_READY",
+    "DESTINATION_KIND",
+    "DESTINATION_PLURAL",
+    "DESTINATION_SINGULAR",
+    "DESTINATION_SHORT_NAME",
     "CONDITION_SUCCEEDED",
     "CONDITION_AWAITING_APPROVAL",
     "CONDITION_ANSWERED",
@@ -70,6 +74,10 @@ MCPSERVER_KIND: Final = "MCPServer"
 MCPSERVER_PLURAL: Final = "mcpservers"
 MCPSERVER_SINGULAR: Final = "mcpserver"
 MCPSERVER_SHORT_NAME: Final = "mcp"
+DESTINATION_KIND: Final = "Destination"
+DESTINATION_PLURAL: Final = "destinations"
+DESTINATION_SINGULAR: Final = "destination"
+DESTINATION_SHORT_NAME: Final = "dest"
 
 # Condition types the operator maintains (the GUIDE promises `kubectl wait
 # --for=condition=Succeeded` on an Investigation).

@@ -25,6 +25,10 @@ from lestrade.resources.constants import (
     CONVERSATION_PLURAL,
     CONVERSATION_SHORT_NAME,
     CONVERSATION_SINGULAR,
+    DESTINATION_KIND,
+    DESTINATION_PLURAL,
+    DESTINATION_SHORT_NAME,
+    DESTINATION_SINGULAR,
     GROUP,
     SCHEDULED_KIND,
     SCHEDULED_PLURAL,
@@ -41,6 +45,7 @@ from lestrade.resources.constants import (
     VERSION,
 )
 from lestrade.resources.conversation import ConversationSpec, ConversationStatus
+from lestrade.resources.destination import DestinationSpec, DestinationStatus
 from lestrade.resources.investigation import (
     SELECTABLE_FIELDS,
     InvestigationSpec,
@@ -154,6 +159,7 @@ CONVERSATION = CrdDefinition(
         _AGE,
     ],
     file_name="conversation.yaml",
+    selectable_fields=(".status.delivery",),
 )
 
 ALERTROUTE = CrdDefinition(
@@ -239,7 +245,33 @@ MCPSERVER = CrdDefinition(
     file_name="mcpserver.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED, MCPSERVER)
+DESTINATION = CrdDefinition(
+    kind=DESTINATION_KIND,
+    plural=DESTINATION_PLURAL,
+    singular=DESTINATION_SINGULAR,
+    short_name=DESTINATION_SHORT_NAME,
+    description=(
+        "A Destination is where the operator sends a run's result: a generic webhook (a "
+        "versioned JSON payload signed with HMAC-SHA256), Slack (Block Kit) or Microsoft Teams "
+        "(an Adaptive Card). Investigations and Conversations name destinations in "
+        "spec.deliver; each send is recorded in the run's status.deliveries."
+    ),
+    spec_model=DestinationSpec,
+    status_model=DestinationStatus,
+    columns=[
+        _column("Type", ".spec.type", "string", "Webhook, Slack or Teams."),
+        _column("Last", ".status.lastState", "string", "Sent or Failed: the latest send."),
+        _column("Run", ".status.lastRun", "string", "The run sent last.", priority=1),
+        _column("Sent", ".status.lastDeliveryTime", "date", "When the latest send ended."),
+        _column("Error", ".status.lastError", "string", "The latest send's error.", priority=1),
+        _AGE,
+    ],
+    file_name="destination.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (
+    INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED, MCPSERVER, DESTINATION,
+)
 
 
 def crd_name(plural: str) -> str:

@@ -28,6 +28,7 @@ from lestrade.resources.common import (
     cel_rule,
     parse_duration,
 )
+from lestrade.resources.destination import DeliverTo, DeliveryRecord
 from lestrade.resources.tenancy import Requester, RunScope
 from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 
@@ -163,6 +164,12 @@ class InvestigationSpec(WireModel):
         description="Approvals: tool call id (from status.pendingApprovals) -> "
         "{approved, reason}. The only field that may change while the run is in progress.",
     )
+    deliver: list[DeliverTo] | None = Field(
+        default=None,
+        max_length=16,
+        description="Destinations (in this namespace) the operator sends the result to, each "
+        "with a condition: Always, OnFailure or OnFinding. Recorded in status.deliveries.",
+    )
 
     def timeout_seconds(self) -> float | None:
         """spec.timeout in seconds, or None when not set."""
@@ -265,6 +272,18 @@ class InvestigationStatus(WireModel):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
     )
+    delivery: str | None = Field(
+        default=None,
+        max_length=16,
+        description="Pending while spec.deliver has messages to send, Done once every one is "
+        "Sent or Failed (see deliveries).",
+    )
+    deliveries: list[DeliveryRecord] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Each message to a destination of spec.deliver: state, attempts, last error.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
+    )
     kopf: dict[str, Any] | None = Field(
         default=None,
         description="Operator bookkeeping (handler progress); not meant for people.",
@@ -365,7 +384,9 @@ def finished_is_final_rule() -> dict[str, Any]:
     )
 
 
-SELECTABLE_FIELDS: tuple[str, ...] = (".status.phase", ".spec.ttlSecondsAfterFinished")
+SELECTABLE_FIELDS: tuple[str, ...] = (
+    ".status.phase", ".spec.ttlSecondsAfterFinished", ".status.delivery",
+)
 """Fields the apiserver filters lists and watches by (`selectableFields` of the CRD): a
 watcher that only needs unfinished runs (the operator) or finished runs with a TTL (its TTL
 reaper) asks the apiserver for exactly those and never receives the others. A field that is

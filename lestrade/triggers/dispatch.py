@@ -482,6 +482,7 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
         max_tokens=template.max_tokens,
         max_cost=template.max_cost,
         ttl_seconds_after_finished=template.ttl_seconds_after_finished,
+        deliver=template.deliver,
         **({} if template.enable_tool_approval is None else {"enable_tool_approval": template.enable_tool_approval}),
     )
     annotations = {}

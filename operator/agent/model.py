@@ -20,6 +20,7 @@ from typing import Any
 
 from lestrade.operator.agent.events import ModelRetry
 from lestrade.operator.agent.limits import Limits
+from lestrade.operator.agent.tracing import fail, tracer
 
 
 
@@ -269,8 +270,47 @@ async def complete(
 ) -> AsyncIterator[ModelRetry | ModelReply]:
     """Yields a `ModelRetry` per failed attempt, then the `ModelReply`; raises ModelCallError.
 
-    `deadline` is a `loop.time()` value for the whole run (None: unbounded).
+    `deadline` is a `loop.time()` value for the whole run (None: unbounded). One span covers
+    the call with its retries (`tracing.py`): model, tokens, cost, latency, retries.
     """
+    model = str(settings.get("model") or "")
+    # Not made the current span: this is a generator, and its caller's context moves on
+    # between yields; a span started here is a child of the caller's (the run's) span.
+    span = tracer().start_span(f"chat {model}".strip())
+    span.set_attribute("gen_ai.operation.name", "chat")
+    span.set_attribute("gen_ai.request.model", model)
+    retries = 0
+    try:
+        async for item in _complete(
+            settings, messages, max_tokens=max_tokens, limits=limits, deadline=deadline,
+            tools=tools, tool_choice=tool_choice,
+        ):
+            if isinstance(item, ModelRetry):
+                retries += 1
+            else:
+                span.set_attribute("gen_ai.usage.input_tokens", item.usage.get("prompt_tokens", 0))
+                span.set_attribute("gen_ai.usage.output_tokens", item.usage.get("completion_tokens", 0))
+                span.set_attribute("lestrade.model.cost_usd", float(item.cost))
+                span.set_attribute("lestrade.model.latency_s", float(item.latency or 0.0))
+            yield item
+    except ModelCallError as exc:
+        fail(span, exc.reason, str(exc))
+        raise
+    finally:
+        span.set_attribute("lestrade.model.retries", retries)
+        span.end()
+
+
+async def _complete(
+    settings: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int,
+    limits: Limits,
+    deadline: float | None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: str | None = None,
+) -> AsyncIterator[ModelRetry | ModelReply]:
     loop = asyncio.get_running_loop()
     await _load()
     kwargs: dict[str, Any] = {"drop_params": True, **settings}

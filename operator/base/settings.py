@@ -35,6 +35,10 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_LEASE_RENEW_DEADLINE` | 10 | a replica that could not renew for this long stops its runs (shorter than the duration) |
 | `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
 | `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
+| `LESTRADE_CONSOLE_URL` | - | base URL of the web console: delivered messages link to the run's page there (a Destination's `consoleUrl` wins) |
+| `LESTRADE_API_URL` | - | the API's URL as webhook receivers reach it: firing webhook messages carry a signed `decisionUrl` there (with `LESTRADE_DECISION_KEY_FILE`) |
+| `LESTRADE_DECISION_KEY_FILE` | - | file with the key that signs decision links (shared with the API) |
+| `LESTRADE_DELIVERY_TIMEOUT` | 10 | seconds one delivery attempt may take; an attempt left `Sending` longer (its operator died) is tried again |
 """
 
 from __future__ import annotations
@@ -73,6 +77,14 @@ PASSED_TO_JOBS = (
     "LESTRADE_TOOLS_READ_ROLE",
     "LESTRADE_SCOPE_POLICY",
     "ENABLED_PROMPTS",
+    # Traces of the Jobs' runs go where the operator's go (headers, which may hold a token,
+    # reach a Job only through its pod template).
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
 )
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -164,6 +176,14 @@ class OperatorSettings:
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
+    console_url: str | None = None
+    """Base URL of the web console, for the links in delivered messages."""
+    delivery_timeout: float = 10.0
+    """Seconds one delivery attempt may take (delivery/watch.py)."""
+    api_url: str | None = None
+    """The API's URL for webhook receivers: where signed decision links point."""
+    decision_key_file: str | None = None
+    """The key that signs decision links (lestrade.decision_links), shared with the API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -211,6 +231,10 @@ class OperatorSettings:
             "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
             "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
             "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
+            "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
+            "delivery_timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
+            "api_url": env.get("LESTRADE_API_URL") or None,
+            "decision_key_file": env.get("LESTRADE_DECISION_KEY_FILE") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

@@ -41,6 +41,7 @@ from lestrade.operator.agent.model import ModelCallError
 from lestrade.operator.rlm import SandboxUnavailable
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
 from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
+from lestrade.operator.agent.tracing import fail, tracer
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
@@ -653,13 +654,27 @@ async def run_attempt(
     active = metrics.RUNS_ACTIVE.labels(view.kind)
     engine.active_runs += 1
     active.inc()
-    try:
-        attempt = _Attempt(engine, view)
-        outcome = await attempt.run()
-        return outcome, attempt.writer.last_object
-    finally:
-        engine.active_runs -= 1
-        active.dec()
+    # One span per attempt (a run, or a Conversation turn, up to its end or a pause for
+    # approval); the model and tool calls are its children. Linked to the resource by kind,
+    # namespace, name and uid, so a trace is found from `kubectl get` and back.
+    with tracer().start_as_current_span(f"invoke_agent {view.kind} {view.ref.namespace}/{view.ref.name}") as span:
+        span.set_attribute("gen_ai.operation.name", "invoke_agent")
+        span.set_attribute("k8s.namespace.name", view.ref.namespace)
+        span.set_attribute("lestrade.run.kind", view.kind)
+        span.set_attribute("lestrade.run.name", view.ref.name)
+        span.set_attribute("lestrade.run.uid", view.ref.uid)
+        if isinstance(view, ConversationView) and view.current_turn is not None:
+            span.set_attribute("lestrade.run.turn", view.current_turn)
+        try:
+            attempt = _Attempt(engine, view)
+            outcome = await attempt.run()
+            span.set_attribute("lestrade.run.outcome", str(outcome))
+            if outcome == Outcome.FAILED:
+                fail(span, "RunFailed")
+            return outcome, attempt.writer.last_object
+        finally:
+            engine.active_runs -= 1
+            active.dec()
 
 
 def _scope_instructions(scope: RunScope | None) -> str | None:

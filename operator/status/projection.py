@@ -24,6 +24,7 @@ from lestrade.resources.constants import (
 from lestrade.resources.conversation import TurnStatus
 from lestrade.resources.investigation import Finding
 from lestrade.runs.findings import findings
+from lestrade.resources.destination import DELIVERY_PENDING
 from lestrade.runs.progress import RunFacts, run_facts
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView, RunView
@@ -57,6 +58,14 @@ class Projection:
         self.view = view
         self.since = 0
         """The seq where the current unit of work starts in the transcript."""
+        if (view.body.get("spec") or {}).get("deliver"):
+            # With every milestone of a run that names destinations, its deliveries are open
+            # again: the operator's delivery watch (`lestrade.operator.delivery`) asks for
+            # exactly these runs, and marks them Done once everything due was sent.
+            # Sent even when the writer believes it stored already: the delivery watch may have
+            # marked it Done since the status this writer started from.
+            writer.current.pop("delivery", None)
+            writer.set(delivery=DELIVERY_PENDING)
 
     def facts(self, state: TranscriptState, *, settled: bool = False) -> RunFacts:
         return run_facts(state, self.since, settled=settled)

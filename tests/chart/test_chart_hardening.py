@@ -161,6 +161,7 @@ def test_network_policy_allows_only_the_configured_egress() -> None:
         [(53, "TCP"), (53, "UDP")],             # DNS
         [(443, "TCP")],                         # the models
         [(9090, "TCP")],                        # Prometheus
+        [(443, "TCP")],                         # the Destinations (webhooks, Slack, Teams)
     ])
     assert policies["lestrade-jobs"]["egress"] == main["egress"]
     assert policies["lestrade-jobs"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "run-job"
@@ -170,7 +171,7 @@ def test_network_policy_allows_only_the_configured_egress() -> None:
         "prometheus": None,
         "models": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]}}}})
     (spec,) = [p["spec"] for p in of_kind(narrowed, "NetworkPolicy")]
-    assert len(spec["egress"]) == 3
+    assert len(spec["egress"]) == 4
     assert {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]} in spec["egress"]
     assert not of_kind(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 

@@ -160,6 +160,7 @@ USES = {
                        r'from test_chart_hardening import|def \w+\([^)]*\bdeployed\b'),
     "kubeconform": re.compile(r'binary_path\("kubeconform"\)|ensure_binaries\(\["kubeconform"\]'),
     "prometheus": re.compile(r'def \w+\([^)]*\bprometheus\b|PrometheusServer\(|recorded_prometheus\('),
+    "otelcol": re.compile(r'Collector\(\)|ensure_otelcol\('),
 }
 
 

@@ -186,9 +186,10 @@ def ensure_component(name: str, *, quiet: bool = False) -> Path:
 
 
 def ensure_binaries(names: list[str] | None = None, *, quiet: bool = False) -> dict[str, Path]:
-    """Builds (if needed) the named components, all by default; returns binary → path."""
+    """Builds (if needed) the named components, by default all but the on-demand ones (built
+    when a test asks for them by name); returns binary → path."""
     paths: dict[str, Path] = {}
-    for name in names or list(COMPONENTS):
+    for name in names or [c.name for c in COMPONENTS.values() if not c.on_demand]:
         folder = ensure_component(name, quiet=quiet)
         for binary in COMPONENTS[name].binaries:
             paths[binary] = folder / binary

@@ -208,15 +208,14 @@ def _walk_json(node: Any) -> Iterable[dict[str, Any]]:
 
 def verify_server_ast(ast: Any, scope: NamespaceScope) -> None:
     """Check the server's own parse of a rewritten query (`/api/v1/parse_query`'s JSON): every
-    vector selector carries the scope's matcher. Raises `ScopeRefused` otherwise."""
+    selector (vector or range) carries the scope's matcher. Raises `ScopeRefused` otherwise."""
     label, op, value = scope.matcher()
-    selectors = 0
     for node in _walk_json(ast):
         if node.get("type") == "call" and (node.get("func") or {}).get("name") in _REFUSED_FUNCTIONS:
             raise ScopeRefused("the server read a refused function in the rewritten query; it was not sent")
-        if node.get("type") != "vectorSelector":
+        # Prometheus writes a range selector as one `matrixSelector` node with its own matchers
+        if node.get("type") not in ("vectorSelector", "matrixSelector") and "matchers" not in node:
             continue
-        selectors += 1
         matchers = node.get("matchers") or []
         if not any(m.get("name") == label and m.get("type") == op and m.get("value") == value for m in matchers):
             raise ScopeRefused("the server parsed the rewritten query differently (a selector without the "

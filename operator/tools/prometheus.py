@@ -11,6 +11,7 @@ pod restarted". Range results are downsampled to a bounded number of points per 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -144,7 +145,8 @@ class _Prometheus:
         if self.scope is None:
             return query
         try:
-            rewritten = (enforce_selector if selector else enforce_query)(query, self.scope)
+            # off the event loop: parsing is CPU work, and other runs share the loop
+            rewritten = await asyncio.to_thread(enforce_selector if selector else enforce_query, query, self.scope)
             if self._server_parses is not False:
                 await self._server_check(rewritten)
         except ScopeRefused as exc:

@@ -34,6 +34,8 @@ __all__ = ["NamespaceScope", "ScopeRefused", "enforce_query", "enforce_selector"
 # Functions whose evaluation reads series the query does not select (`info` joins
 # `target_info` by job/instance, from any namespace): no selector matcher can confine them.
 _REFUSED_FUNCTIONS = frozenset({"info"})
+MAX_QUERY_CHARS = 4000
+MAX_NODES = 60
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name that needs no quotes (not query parsing)
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _OPS = ((pp.MatchOp.Equal, "="), (pp.MatchOp.NotEqual, "!="), (pp.MatchOp.Re, "=~"), (pp.MatchOp.NotRe, "!~"))
@@ -167,19 +169,50 @@ def _check(expr: Any, scope: NamespaceScope) -> int:
     return count
 
 
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, (pp.AggregateExpr,)):
+        return [node.expr] + ([node.param] if isinstance(node.param, pp.Expr) else [])
+    if isinstance(node, pp.BinaryExpr):
+        return [node.lhs, node.rhs]
+    if isinstance(node, (pp.UnaryExpr, pp.ParenExpr, pp.SubqueryExpr)):
+        return [node.expr]
+    if isinstance(node, pp.Call):
+        return [a for a in node.args if isinstance(a, pp.Expr)]
+    if isinstance(node, pp.MatrixSelector):
+        return [node.vector_selector]
+    return []
+
+
+def _bounded(expr: Any) -> None:
+    """Refuse a query of more than MAX_NODES parts before the parser's own tree walks, which
+    grow much faster than the tree (a hostile 200-part query would take seconds of CPU)."""
+    stack, seen = [expr], 0
+    while stack:
+        seen += 1
+        if seen > MAX_NODES:
+            raise ScopeRefused(f"the query has more than {MAX_NODES} parts, too many to confine; split it into smaller queries")
+        stack.extend(_children(stack.pop()))
+
+
 def enforce_query(query: str, scope: NamespaceScope) -> str:
     """`query` with every selector confined to the scope, or `ScopeRefused` saying why."""
     if not query or not query.strip():
         raise ScopeRefused("the query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ScopeRefused(f"the query is longer than {MAX_QUERY_CHARS} characters; split it")
     original = _parse(query)
-    selectors = sum(isinstance(n, pp.VectorSelector) for n in _nodes(original))
-    for node in _nodes(original):  # refuse early, before rewriting
+    _bounded(original)
+    selectors = 0
+
+    def post(node: Any) -> Any:
+        nonlocal selectors
         if isinstance(node, pp.Call) and node.func.name in _REFUSED_FUNCTIONS:
             raise ScopeRefused(f"{node.func.name}() reads series outside the query's selectors and is not "
                                f"available to runs scoped to namespaces")
-
-    def post(node: Any) -> Any:
-        return _confined(node, scope) if isinstance(node, pp.VectorSelector) else None
+        if isinstance(node, pp.VectorSelector):
+            selectors += 1
+            return _confined(node, scope)
+        return None
 
     rewritten = pp.transform(original, None, post).prettify()
     # What is sent is the text: parse it again and check it, not the tree we built.

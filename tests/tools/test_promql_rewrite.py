@@ -59,6 +59,8 @@ def test_values_are_escaped_so_a_quote_cannot_close_the_selector() -> None:
     ('up{a="1" or b="2"}', "or"),
     ("sum(", "cannot parse"),
     ("   ", "empty"),
+    (" or ".join(f"m{i}" for i in range(40)), "more than 60 parts"),  # the parser's walks are superlinear
+    ("up" + " " * 4000, "longer than 4000"),
 ])
 def test_what_cannot_be_confined_is_refused(query: str, why: str) -> None:
     with pytest.raises(ScopeRefused, match=why.replace("(", r"\(").replace(")", r"\)")):

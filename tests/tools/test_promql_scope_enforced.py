@@ -46,6 +46,10 @@ groups:
       - record: tenant:value:sum
         expr: sum by (namespace) (lestrade_tenant_secret)
 """
+# The Alertmanager is built from Go modules on first use (minutes on a fresh 2-core machine),
+# inside the first test's setup: give the module's tests room for it.
+pytestmark = pytest.mark.timeout(1800)
+
 LEAKS = ("tenant-b", "b-1", "b-2", "1009", "7919", "node-1", "104729", "NodeLoadHigh")
 
 

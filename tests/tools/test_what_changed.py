@@ -9,6 +9,7 @@ The tool must tell all of it, newest first, with the pod template diff, and neve
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from kubernetes import client as k8s
@@ -78,7 +79,17 @@ async def test_a_series_of_changes_newest_first_with_the_template_diff(api_clien
         _template(labels, broken))}})
     wait_until("the second ReplicaSet of web", lambda: "2" in _revisions(apps, namespace, "web"), 60)
 
+    def rolled_out() -> bool:
+        status = apps.read_namespaced_deployment_status("web", namespace).status
+        return status.updated_replicas == 1 and status.replicas == 1 and status.observed_generation == 2
+
+    wait_until("the rollout of web to finish", rolled_out, 60)  # so the scaling below is its own step
+
     apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 3}}, field_manager="sre-alice")
+    # managed fields keep seconds: the edit must fall in a later second than the creation to be
+    # told apart from it (the condition is the clock passing the creation's second, not a delay)
+    created = core.read_namespaced_config_map("web-config", namespace).metadata.creation_timestamp
+    wait_until("a second after the ConfigMap's creation", lambda: datetime.now(timezone.utc) >= created + timedelta(seconds=1), 5)
     core.patch_namespaced_config_map("web-config", namespace, {"data": {"LOG_LEVEL": "trace", "FEATURE_X": "on"}},
                                      field_manager="kubectl-edit")
     rbac.create_namespaced_role(namespace, k8s.V1Role(
@@ -156,3 +167,13 @@ async def test_bad_arguments_are_explained(what_changed, params, error) -> None:
 async def test_an_unknown_workload_is_named(what_changed, namespace) -> None:
     out = await what_changed.run({"namespace": namespace, "workload": "deployment/ghost"})
     assert out.status == "error" and "deployment ghost not found" in (out.error or ""), out.text()
+
+
+async def test_an_identity_that_reads_nothing_gets_the_reason_not_an_empty_answer(cluster, namespace, tmp_path) -> None:
+    from lestrade.kube import make_api_client
+
+    with make_api_client(str(cluster.kubeconfig_for(namespace, "nobody", tmp_path / "kubeconfig"))) as client:
+        tool = next(t for t in kubernetes_toolset(client).tools if t.name == "what_changed")
+        out = await tool.run({"namespace": namespace})
+    assert out.status == "error" and "forbidden" in (out.error or "").lower(), out.text()
+    assert "no changes found" not in out.text()

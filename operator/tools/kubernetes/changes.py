@@ -61,7 +61,15 @@ def _hhmm(when: datetime) -> str:
 @dataclass(order=True)
 class _Change:
     when: datetime
-    text: str = field(compare=False)
+    # Times have one-second resolution; within a second the later write has the higher
+    # resourceVersion (opaque to clients, but etcd's revision in practice: only a tie-breaker).
+    tie: int = field(default=0)
+    text: str = field(default="", compare=False)
+
+
+def _rv(obj: dict[str, Any]) -> int:
+    value = str((obj.get("metadata") or {}).get("resourceVersion") or "0")
+    return int(value) if value.isdigit() else 0
 
 
 # --- pod template diff ---------------------------------------------------------------------------
@@ -237,6 +245,8 @@ class WhatChanged:
             self._list("events", namespace, notes, gate),
             self._list("pods", namespace, notes, gate), self._list("nodes", None, notes, gate),
         )
+        if len(notes) == len(lists):  # nothing readable: say why instead of "no changes"
+            raise KubeError(f"cannot read namespace {namespace}: {notes[0]}")
         workloads = dict(zip(_WORKLOADS, lists[:3]))
         replicasets, revisions = lists[3], lists[4]
         watched = dict(zip([d for _, d in _WATCHED], lists[5:5 + len(_WATCHED)]))
@@ -354,12 +364,12 @@ def _rollouts(workloads: dict[str, list[dict[str, Any]]], replicasets: list[dict
                     status = obj.get("status") or {}
                     want = (obj.get("spec") or {}).get("replicas", 0)
                     text += f"\n    ReplicaSet now {status.get('readyReplicas', 0)}/{want} ready"
-                out.append(_Change(created, text))
+                out.append(_Change(created, _rv(obj), text))
             if kind == "deployment":
                 for cond in (workload.get("status") or {}).get("conditions") or []:
                     when = _time(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))
                     if cond.get("type") == "Progressing" and cond.get("status") == "False" and when and when >= since:
-                        out.append(_Change(when, f"{kind}/{name} rollout stuck: {cond.get('reason')}: {str(cond.get('message'))[:200]}"))
+                        out.append(_Change(when, _rv(workload), f"{kind}/{name} rollout stuck: {cond.get('reason')}: {str(cond.get('message'))[:200]}"))
     return out
 
 
@@ -382,7 +392,7 @@ def _scaling(workloads: dict[str, list[dict[str, Any]]], hpas: list[dict[str, An
             continue
         latest[key] = max(when, latest.get(key, when))
         if when >= since:
-            out.append(_Change(when, f"{key[0]}/{key[1]}: {str(event.get('message'))[:200]}"))
+            out.append(_Change(when, _rv(event), f"{key[0]}/{key[1]}: {str(event.get('message'))[:200]}"))
     for kind, items in workloads.items():
         for workload in items:
             name = workload["metadata"]["name"]
@@ -398,14 +408,14 @@ def _scaling(workloads: dict[str, list[dict[str, Any]]], hpas: list[dict[str, An
                 when = _time(entry.get("time")) or latest.get((kind, name))
                 if when and when >= since:
                     via = ", scale subresource" if entry.get("subresource") == "scale" else ""
-                    out.append(_Change(when, f"{kind}/{name} replicas set to {replicas} by {entry.get('manager')} "
+                    out.append(_Change(when, _rv(workload), f"{kind}/{name} replicas set to {replicas} by {entry.get('manager')} "
                                              f"({entry.get('operation')}{via})"))
     for hpa in hpas:
         status = hpa.get("status") or {}
         when = _time(status.get("lastScaleTime"))
         if when and when >= since:
             target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
-            out.append(_Change(when, f"hpa/{hpa['metadata']['name']} scaled {str(target.get('kind', '')).lower()}/"
+            out.append(_Change(when, _rv(hpa), f"hpa/{hpa['metadata']['name']} scaled {str(target.get('kind', '')).lower()}/"
                                      f"{target.get('name')} to {status.get('desiredReplicas')} (current {status.get('currentReplicas')})"))
     return out
 
@@ -422,11 +432,11 @@ def _modified(watched: dict[str, list[dict[str, Any]]], since: datetime) -> list
                     continue
                 # the creator's entry still has the creation time unless it wrote again since
                 by = ", ".join(sorted({str(e.get("manager")) for w, e in edits if w == created})) or "?"
-                out.append(_Change(created, f"{name} created by {by}"))
+                out.append(_Change(created, _rv(obj), f"{name} created by {by}"))
                 edits = [(w, e) for w, e in edits if w > created]
             for when, entry in edits:
                 detail = _what_fields(entry)
-                out.append(_Change(when, f"{name} modified by {entry.get('manager')} ({entry.get('operation')})"
+                out.append(_Change(when, _rv(obj), f"{name} modified by {entry.get('manager')} ({entry.get('operation')})"
                                          f"{': ' + detail if detail else ''}"))
     return out
 
@@ -440,12 +450,12 @@ def _nodes(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], since: datet
             continue
         created = _time(node["metadata"].get("creationTimestamp"))
         if created and created >= since:
-            out.append(_Change(created, f"node/{name} joined (runs pods of this namespace)"))
+            out.append(_Change(created, 0, f"node/{name} joined (runs pods of this namespace)"))
         for cond in (node.get("status") or {}).get("conditions") or []:
             when = _time(cond.get("lastTransitionTime"))
             if cond.get("type") == "Ready" and when and when >= since and (not created or when > created):
                 state = "Ready" if cond.get("status") == "True" else f"NotReady ({cond.get('reason')})"
-                out.append(_Change(when, f"node/{name} became {state} (runs pods of this namespace)"))
+                out.append(_Change(when, 0, f"node/{name} became {state} (runs pods of this namespace)"))
     return out
 
 

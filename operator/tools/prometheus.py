@@ -180,8 +180,8 @@ class _Prometheus:
                     response = await client.post(f"{self.url}/api/v1/{path}", data=form)
             except httpx.HTTPError as exc:
                 raise RuntimeError(f"cannot reach Prometheus at {self.url}: {type(exc).__name__}: {exc}") from None
-        if response.status_code == 404:
-            raise _NotFound(f"{path} is not served by {self.url}")
+        if response.status_code in (404, 405, 501):  # e.g. parse_query on servers without it
+            raise _NotFound(f"{path} is not served by {self.url} (HTTP {response.status_code})")
         try:
             body = response.json()
         except ValueError:

@@ -149,8 +149,14 @@ class PrometheusServer:
         scrape_interval: str = "1s",
         binary: Path | None = None,
         ready_timeout: float = 60.0,
+        rules: str | None = None,
+        alertmanager: str | None = None,
     ) -> None:
+        """`rules`: a rule file's YAML (alerting and recording rules); `alertmanager`: the
+        `host:port` its alerts are sent to."""
         self.targets = targets
+        self.rules = rules
+        self.alertmanager = alertmanager
         self.scrape_interval = scrape_interval
         self.binary = binary
         self.ready_timeout = ready_timeout
@@ -161,7 +167,7 @@ class PrometheusServer:
 
     def _config(self) -> str:
         targets = ", ".join(f'"{t}"' for t in self.targets)
-        return (
+        text = (
             "global:\n"
             f"  scrape_interval: {self.scrape_interval}\n"
             f"  evaluation_interval: {self.scrape_interval}\n"
@@ -169,12 +175,19 @@ class PrometheusServer:
             "  - job_name: lestrade-test\n"
             f"    static_configs:\n      - targets: [{targets}]\n"
         )
+        if self.rules:
+            text += "rule_files: [rules.yml]\n"
+        if self.alertmanager:
+            text += f'alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ["{self.alertmanager}"]\n'
+        return text
 
     def start(self) -> "PrometheusServer":
         binary = self.binary or ensure_prometheus()
         self._tmp = tempfile.TemporaryDirectory(prefix="lestrade-prometheus-")
         work = Path(self._tmp.name)
         (work / "prometheus.yml").write_text(self._config())
+        if self.rules:
+            (work / "rules.yml").write_text(self.rules)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log = open(work / "prometheus.log", "wb")

@@ -64,6 +64,8 @@ GENERAL_INSTRUCTIONS = """\
 How to investigate:
 - Gather evidence before concluding; never invent resource names, values or log lines.
 - Start broad (status, events), then narrow (describe, logs, metrics) toward the cause.
+- Most incidents follow a change: early on, ask what_changed for the namespace (or the workload)
+  and check rollouts, config edits and scaling just before the symptoms began.
 - Call independent tools in the same turn; they run in parallel.
 - Do not repeat a call whose result you already have; if results stop changing, answer.
 - Follow the chain: a failing pod -> its owner, node, config, dependencies.

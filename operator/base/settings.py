@@ -68,6 +68,8 @@ PASSED_TO_JOBS = (
     "LESTRADE_TRANSCRIPT_CHUNK_BYTES",
     "LESTRADE_CLUSTER_NAME",
     "LESTRADE_PROMETHEUS_URL",
+    "LESTRADE_PROMETHEUS_NAMESPACE_LABEL",
+    "LESTRADE_ALERTMANAGER_URL",
     "LESTRADE_ENABLE_WRITE_TOOLS",
     "LESTRADE_ENABLE_BASH",
     "LESTRADE_RUNBOOK_DIRS",
@@ -126,6 +128,10 @@ class OperatorSettings:
     """Environment passed to the Jobs' container (PASSED_TO_JOBS from the operator's own)."""
     cluster_name: str | None = None
     prometheus_url: str | None = None
+    prometheus_namespace_label: str = "namespace"
+    """The series label that names a series' namespace: scoped runs' PromQL is confined by it."""
+    alertmanager_url: str | None = None
+    """Alertmanager's base URL: the alerting tools read its active alerts and silences."""
     enable_write_tools: bool = False
     enable_bash: bool = True
     runbook_dirs: tuple[str, ...] = ()
@@ -207,6 +213,8 @@ class OperatorSettings:
             "job_env": passed,
             "cluster_name": env.get("LESTRADE_CLUSTER_NAME") or None,
             "prometheus_url": env.get("LESTRADE_PROMETHEUS_URL") or None,
+            "prometheus_namespace_label": env.get("LESTRADE_PROMETHEUS_NAMESPACE_LABEL") or "namespace",
+            "alertmanager_url": env.get("LESTRADE_ALERTMANAGER_URL") or None,
             "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
             "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
             "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),

@@ -162,13 +162,14 @@ def test_network_policy_allows_only_the_configured_egress() -> None:
         [(443, "TCP")],                         # the models
         [(9090, "TCP")],                        # Prometheus
         [(443, "TCP")],                         # the Destinations (webhooks, Slack, Teams)
+        [(9093, "TCP")],                        # Alertmanager
     ])
     assert policies["lestrade-jobs"]["egress"] == main["egress"]
     assert policies["lestrade-jobs"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "run-job"
     ingress_ports = sorted(p["port"] for rule in main["ingress"] for p in rule["ports"])
     assert ingress_ports == [8080, 8081, 9102]  # API, health (probes), metrics
     narrowed = render({"networkPolicy": {"egress": {
-        "prometheus": None,
+        "prometheus": None, "alertmanager": None,
         "models": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]}}}})
     (spec,) = [p["spec"] for p in of_kind(narrowed, "NetworkPolicy")]
     assert len(spec["egress"]) == 4

@@ -161,6 +161,7 @@ USES = {
     "kubeconform": re.compile(r'binary_path\("kubeconform"\)|ensure_binaries\(\["kubeconform"\]'),
     "prometheus": re.compile(r'def \w+\([^)]*\bprometheus\b|PrometheusServer\(|recorded_prometheus\('),
     "otelcol": re.compile(r'Collector\(\)|ensure_otelcol\('),
+    "alertmanager": re.compile(r'AlertmanagerServer\(|ensure_alertmanager\('),
 }
 
 

@@ -64,6 +64,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: LESTRADE_PROMETHEUS_URL
   value: {{ .Values.tools.prometheusUrl | quote }}
 {{- end }}
+{{- if .Values.tools.alertmanagerUrl }}
+- name: LESTRADE_ALERTMANAGER_URL
+  value: {{ .Values.tools.alertmanagerUrl | quote }}
+{{- end }}
+{{- if ne .Values.tools.prometheusNamespaceLabel "namespace" }}
+- name: LESTRADE_PROMETHEUS_NAMESPACE_LABEL
+  value: {{ .Values.tools.prometheusNamespaceLabel | quote }}
+{{- end }}
 - name: LESTRADE_ENABLE_BASH
   value: {{ .Values.tools.enableBash | quote }}
 # Where AlertRoutes with alertNamespace: Any are honoured (Own routes are, in every namespace):

@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
 from lestrade.operator.tools.kubernetes.api import ApiResource, KubeApi, KubeError, ScopedKubeApi
+from lestrade.operator.tools.kubernetes.changes import WhatChanged
 from lestrade.operator.tools.kubernetes.digest import digest_log
 from lestrade.operator.tools.kubernetes.describe import describe_node, describe_object, describe_pod, to_yaml
 from lestrade.operator.tools.kubernetes.format import (
@@ -41,7 +42,9 @@ _INSTRUCTIONS = """\
 Kubernetes tools are read-only. Start with kubectl_describe or kubectl_events on the failing
 object; describe shows container state, last termination (e.g. OOMKilled, exit code 137),
 restart counts and events. Use kubectl_previous_logs for the crash that caused a restart.
-Kinds accept kubectl names (po, deploy, svc, CRD plurals). Secret values are never shown."""
+Kinds accept kubectl names (po, deploy, svc, CRD plurals). Secret values are never shown.
+what_changed lists the namespace's recent rollouts (with the pod template diff), scaling,
+modified ConfigMaps/Services/policies and node restarts: ask it early, incidents follow changes."""
 
 S = {"type": "string"}
 KIND = {"type": "string", "description": "e.g. pod, deployment, node"}
@@ -359,6 +362,7 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
     """Read-only Kubernetes tools over `api_client` (its credentials decide what is visible).
     `namespaces`: the run's scope; lists across namespaces then cover exactly those."""
     k = _KubeTools(ScopedKubeApi(api_client, namespaces) if namespaces else KubeApi(api_client))
+    changes = WhatChanged(k.api)
     logs_schema = schema(["pod_name", "namespace"], pod_name=S, namespace=NS,
                          container={"type": "string",
                                     "description": "default: the crashed or restarting containers, else all"},
@@ -424,6 +428,18 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         FunctionTool(
             "kubectl_top_nodes", "Live node CPU/memory usage (metrics API).",
             schema(None), k.top_nodes, lambda p: "kubectl top nodes",
+        ),
+        FunctionTool(
+            "what_changed",
+            "What changed in a namespace (or for one workload) in the last N minutes, newest first: rollouts "
+            "with their pod template diff (images, env names, resources, probes, volumes), scaling, modified "
+            "ConfigMaps/Services/Ingresses/NetworkPolicies/HPAs/PDBs/RBAC (who, when, which keys), node restarts.",
+            schema(["namespace"], namespace=NS,
+                   minutes={"type": "integer", "description": "look back this far, default 60"},
+                   workload={"type": "string", "description": "only what bears on deployment/NAME, statefulset/NAME or daemonset/NAME"}),
+            changes.run,
+            lambda p: (f"what changed in {p.opt_str('namespace')}{' for ' + p.opt_str('workload') if p.opt_str('workload') else ''}"
+                       f" (last {p.opt_str('minutes') or '60'}m)"),
         ),
     ]
     return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS)

@@ -1,6 +1,7 @@
 """The FastAPI application: health, readiness, and the HolmesGPT-compatible endpoints
-(`holmes/`), the other reference documents' packages (`hosted/`, `harness/`, `contexts/`), all backed by the same custom resources the
-operator works on."""
+(`holmes/`), the other reference documents' packages (`hosted/`, `harness/`, `contexts/`), and
+what other agents use (`agents/`: MCP, A2A, past findings), all backed by the same custom
+resources the operator works on."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from lestrade.config import ModelList, load_model_list
 from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 
+from lestrade.api.agents import findings_routes
+from lestrade.api.agents.lazy import install_agents
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
 from lestrade.api.holmes import routes_chat, routes_info
@@ -26,6 +29,7 @@ from lestrade.api.hosted import routes as routes_hosted
 from lestrade.api.decisions import routes as routes_decisions
 from lestrade.api.slack import routes as routes_slack
 from lestrade.api.holmes import routes_investigate
+from lestrade.api.base.findings import Findings
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from lestrade.api.holmes.chats import ChatStore, ClientError
 from lestrade.api.contexts.store import ContextStore
@@ -74,6 +78,8 @@ def create_app(
         try:
             yield
         finally:
+            for agent in agents:
+                await agent.aclose()
             for watch in app.state.watches.values():
                 await watch.stop()
             await kube.aclose()
@@ -107,6 +113,9 @@ def create_app(
     app.include_router(routes_slack.router)  # Approve/Deny buttons of Slack messages
     app.state.decision_key = decision_key or load_key(os.environ.get("LESTRADE_DECISION_KEY_FILE"))
     app.include_router(routes_decisions.router)  # signed decision links of webhooks
+    app.state.findings = Findings(watches)  # past findings, from the shared watches
+    app.include_router(findings_routes.router)  # /api/findings
+    agents = install_agents(app)  # /mcp (MCP server), /a2a and its card (A2A agent), built on first use
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

@@ -14,7 +14,8 @@ Creates `count` finished Investigations, each with a small transcript ConfigMap 
    the processing of what it lists), CPU spent on that, then RSS and CPU per second idle;
 4. the API (`python -m lestrade.api`, its shared watches of every Investigation and
    Conversation): time to ready (`/readyz`: the lists done, the watches open), RSS and idle CPU,
-   and the latency of the console's run list (`GET /api/console/runs`, every row);
+   and the latency of the console's run list (`GET /api/console/runs`, every row) and of past
+   findings (`GET /api/findings`: the first search builds the index; RSS after it);
 5. TTL: `ttl_count` more finished Investigations with `ttlSecondsAfterFinished` and a
    transcript each, created while both run: seconds until every one and its transcript are gone
    (the operator's TTL delete, then the garbage collector).
@@ -261,6 +262,16 @@ def main() -> int:
                     rows = len(json.loads(response.read())["runs"])
                 runs.append(time.perf_counter() - began)
             print(f"  API: GET /api/console/runs ({rows} rows) median {statistics.median(runs):.2f} s")
+            searches = []
+            for query in ("", "q=OOMKilled+memory+limit", "q=OOMKilled&name=web-1", "q=exit+code"):
+                began = time.perf_counter()  # the first one indexes every run (past findings)
+                with urllib.request.urlopen(api_proc.url(f"/api/findings?{query}"), timeout=300) as response:
+                    hits = len(json.loads(response.read())["findings"])
+                searches.append(time.perf_counter() - began)
+            print(f"  API: GET /api/findings over {count} runs: first (builds the index) "
+                  f"{searches[0]:.2f} s, then median {statistics.median(searches[1:]) * 1000:.0f} ms "
+                  f"({hits} hits); RSS after {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB "
+                  f"(target <= {TARGET_RSS_MIB} MiB: {mark(rss_kib(api_proc.proc.pid) / 1024, TARGET_RSS_MIB)})")
 
             ttl = 3
             asyncio.run(create_finished(api, namespace, args.ttl_count, prefix="ttl",

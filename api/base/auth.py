@@ -37,11 +37,13 @@ __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", 
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready",
                           # Slack's callbacks carry Slack's signature, not a token (api/slack)
-                          "/api/slack/interactions"})
+                          "/api/slack/interactions",
+                          "/.well-known/agent-card.json"})
 PUBLIC_PREFIXES = ("/console/",
                    # a signed decision link is its own credential (api/decisions)
                    "/api/delivery/decisions/")
-"""The web console's page and files hold no data (console.py); its data needs a token."""
+"""The web console's page and files hold no data (console.py); its data needs a token. Nor
+does the A2A agent card (what the agent offers and where: `agents/a2a_agent.py`)."""
 
 
 def auth_enabled(env: dict[str, str] | None = None, in_cluster: bool = False) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from lestrade.kube import ApiException, api_path, resource_path
+from lestrade.kube import ApiException, resource_path
 from lestrade.resources import (
     API_VERSION,
     CONVERSATION_KIND,
@@ -40,7 +39,8 @@ from lestrade.resources import (
 )
 from lestrade.runs.summary import asks_of, run_summary, timeline
 
-from lestrade.api.base.auth import Verdict, requester_annotations, writer_for
+from lestrade.api.base.access import may
+from lestrade.api.base.auth import requester_annotations, writer_for
 from lestrade.api.holmes.chats import ClientError, apiserver_refusal, check_model
 from lestrade.api.holmes.services import services
 from lestrade.api.holmes.sse import KeepAlive
@@ -59,8 +59,6 @@ CSP = (
 )
 _HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 PLURALS = {INVESTIGATION_PLURAL: INVESTIGATION_KIND, CONVERSATION_PLURAL: CONVERSATION_KIND}
-ACCESS_TTL = 30.0
-"""Seconds a SubjectAccessReview answer is reused (as auth.py caches its own)."""
 
 
 # -- pages -----------------------------------------------------------------------------------------
@@ -80,31 +78,6 @@ async def asset(asset: str) -> Response:
 
 
 # -- who may see and do what -----------------------------------------------------------------------
-
-
-async def may(request: Request, verb: str, plural: str, namespace: str) -> bool:
-    """Whether the caller may `verb` `plural` in `namespace` (RBAC, via SubjectAccessReview);
-    always with authentication off or an API key (the API's own identity acts then)."""
-    verdict: Verdict | None = getattr(request.state, "verdict", None)
-    if verdict is None or verdict.api_key or not verdict.subject:
-        return True
-    cache: dict[str, tuple[float, bool]] = request.app.state.__dict__.setdefault("console_access", {})
-    key = repr((verdict.subject, verb, plural, namespace))
-    hit = cache.get(key)
-    if hit and hit[0] > time.monotonic():
-        return hit[1]
-    review = await services(request).kube.create(
-        api_path("authorization.k8s.io/v1", "subjectaccessreviews"),
-        {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-            **dict(verdict.subject),
-            "resourceAttributes": {"group": GROUP, "resource": plural, "verb": verb, "namespace": namespace},
-        }},
-    )
-    allowed = bool((review.get("status") or {}).get("allowed"))
-    if len(cache) > 10_000:
-        cache.clear()
-    cache[key] = (time.monotonic() + ACCESS_TTL, allowed)
-    return allowed
 
 
 def _user(request: Request) -> str | None:

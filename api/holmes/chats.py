@@ -206,6 +206,7 @@ class ChatStore:
         images: list[dict[str, Any]] | None = None,
         writer: Kube | Acting | None = None,
         annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> RunCursor:
         name = f"chat-{secrets.token_hex(8)}"
         spec: dict[str, Any] = {
@@ -222,10 +223,10 @@ class ChatStore:
             spec["model"] = model
         if system_prompt:
             spec["systemPrompt"] = system_prompt
+        manifest = api_object(CONVERSATION_KIND, name, endpoint, writer, spec, annotations)
+        manifest["metadata"]["labels"].update(labels or {})
         try:
-            await (writer or self.kube).create(
-                self._path(), api_object(CONVERSATION_KIND, name, endpoint, writer, spec, annotations)
-            )
+            await (writer or self.kube).create(self._path(), manifest)
         except ApiException as exc:
             raise apiserver_refusal(exc, "body") from exc
         return RunCursor(CONVERSATION_PLURAL, self.namespace, name, turn=0)

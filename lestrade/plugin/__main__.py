@@ -78,6 +78,17 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", parents=[common], help="recent runs with their cost")
     ls.add_argument("-A", "--all-namespaces", action="store_true")
     ls.add_argument("--limit", type=int, default=50)
+
+    hist = sub.add_parser("history", parents=[common],
+                          help="past findings: root causes and fixes of finished runs, best match first")
+    hist.add_argument("query", nargs="*", help="free text, ranked (e.g. OOMKilled memory)")
+    hist.add_argument("-A", "--all-namespaces", action="store_true")
+    hist.add_argument("--kind", help="kind of the involved resource, e.g. Deployment")
+    hist.add_argument("--resource", help="name of the involved resource (also matches what it owns)")
+    hist.add_argument("--resource-namespace", help="namespace of the involved resource")
+    hist.add_argument("--alert", help="alert name")
+    hist.add_argument("--since", help="finished within, e.g. 24h or 7d, or after an RFC 3339 time")
+    hist.add_argument("--limit", type=int, default=10)
     return top
 
 

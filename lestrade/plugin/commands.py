@@ -12,6 +12,7 @@ from typing import Any
 
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
+from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
 from lestrade.runs.summary import run_summary, timeline, turn_start
 from lestrade.runs.transcript import Transcript
 from lestrade.runs.views import view_of
@@ -314,6 +315,53 @@ async def list_command(session: Session, args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+async def history(session: Session, args: argparse.Namespace) -> ExitCode:
+    """Past findings (`lestrade.runs.history`) of the runs the kubeconfig's user may list."""
+    namespace = None if args.all_namespaces else session.namespace
+    try:
+        query = SearchQuery(text=" ".join(args.query), namespace=args.resource_namespace, kind=args.kind,
+                            name=args.resource, alert=args.alert, since=parse_since(args.since),
+                            limit=max(1, min(args.limit, MAX_RESULTS)))
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from None
+    index = FindingsIndex()
+    refused: list[ApiException] = []
+    async with spinner("reading past runs"):
+        for plural, kind in ((INVESTIGATION_PLURAL, INVESTIGATION_KIND), (CONVERSATION_PLURAL, CONVERSATION_KIND)):
+            token = ""
+            while True:  # a page at a time: only the findings are kept
+                try:
+                    page_ = await session.kube.get(resource_path(plural, namespace), limit=500,
+                                                   **({"continue": token} if token else {}))
+                except ApiException as exc:
+                    if exc.status != 403:
+                        raise
+                    refused.append(exc)  # the other kind may still be readable
+                    print(f"kubectl lestrade history: may not list {plural}; searching without them", file=sys.stderr)
+                    break
+                index.add([{"kind": kind, **item} for item in page_.get("items", [])])
+                token = (page_.get("metadata") or {}).get("continue") or ""
+                if not token:
+                    break
+    if len(refused) == 2:
+        raise refused[0]
+    found = index.search(query)
+    if args.output:
+        dump(found, args.output)
+        return ExitCode.OK
+    if not found:
+        _out(f"no past findings match in {namespace or 'any namespace'}")
+        return ExitCode.OK
+    for r in found:  # model-written and cluster text: terminal control characters stripped
+        where = f"{'inv' if r['kind'] == INVESTIGATION_KIND else 'conv'}/{r['name']}"
+        _out(clean(f"{where}{'' if namespace else ' -n ' + r['namespace']}  {r['phase']}  {r['age']} ago"
+                   f"{'  alert ' + r['alert'] if r['alert'] else ''}  {r['title'][:80]}"))
+        _out("  root cause: " + clean(r["rootCause"][:400]))
+        if r["fix"]:
+            _out("  fix: " + clean(r["fix"][:400]))
+    return ExitCode.OK
+
+
 COMMANDS = {
     "investigate": investigate,
     "follow": follow_command,
@@ -322,4 +370,5 @@ COMMANDS = {
     "ask": ask,
     "transcript": transcript,
     "list": list_command,
+    "history": history,
 }

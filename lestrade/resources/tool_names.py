@@ -36,5 +36,6 @@ BUILTIN_TOOL_NAMES: frozenset[str] = frozenset({
     "prometheus_range_query",
     "prometheus_rules",
     "prometheus_series",
+    "search_findings",
     "what_changed",
 })

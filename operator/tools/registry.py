@@ -1,8 +1,8 @@
 """`default_registry`: the toolsets a run gets, assembled from configuration.
 
 Build one registry per run: the TodoWrite plan lives in it. Read-only Kubernetes, bash,
-runbooks and TodoWrite are on by default; Prometheus and Alertmanager need a URL (a run scoped
-to namespaces gets them confined to its namespaces); write tools need an explicit
+runbooks, TodoWrite and past findings (`search_findings`) are on by default; Prometheus and
+Alertmanager need a URL (a run scoped to namespaces gets them confined to its namespaces); write tools need an explicit
 opt-in and even then every call waits for approval.
 
 Identities: `api_client` and `kubeconfig` are the tools' read-only identity (the Kubernetes and
@@ -20,6 +20,7 @@ from kubernetes.client import ApiClient
 from lestrade.operator.tools.alerting import alerting_toolset
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.bash.tool import bash_toolset
+from lestrade.operator.tools.findings import findings_toolset
 from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 from lestrade.operator.tools.prometheus import prometheus_toolset
 from lestrade.operator.tools.promql_scope import NamespaceScope
@@ -60,6 +61,7 @@ def default_registry(
         kubernetes_toolset(api_client, namespaces=scope_namespaces),
         runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
+        findings_toolset(api_client, namespaces=scope_namespaces),
     ]
     metrics_scope = NamespaceScope(tuple(scope_namespaces), metrics_namespace_label) if scope_namespaces else None
     if prometheus_url:

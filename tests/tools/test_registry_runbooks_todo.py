@@ -29,7 +29,7 @@ def _offline_client() -> ApiClient:
 def test_default_registry_tools_and_schema_budget() -> None:
     registry = default_registry(_offline_client(), prometheus_url="http://127.0.0.1:9")
     names = {t.name for t in registry.enabled_tools()}
-    assert names == READ_ONLY_KUBERNETES | PROMETHEUS | {"bash", "fetch_runbook", "TodoWrite"}
+    assert names == READ_ONLY_KUBERNETES | PROMETHEUS | {"bash", "fetch_runbook", "TodoWrite", "search_findings"}
     assert all(isinstance(t, Tool) for t in registry.enabled_tools())
     encoding = tiktoken.get_encoding("cl100k_base")
     tokens = len(encoding.encode(json.dumps(registry.schemas())))

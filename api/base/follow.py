@@ -11,6 +11,7 @@ transcript before the status that announces it.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from lestrade.api.base.watch import SharedWatch, WatchEvent
 __all__ = ["Snapshot", "TranscriptCache", "Follower", "ResourceGone", "RECHECK_SECONDS"]
 
 RECHECK_SECONDS = 5.0
+
+# An object's name (RFC 1123 subdomain): anything else cannot name one, and must never reach a URL
+# path — an empty name there reads the whole list, a "/" another resource.
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 """How often a quiet follower looks at the watch's cache for a version it may have missed."""
 
 
@@ -86,6 +91,9 @@ class Follower:
         self._cache = cache
 
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when there is none by that name (a name that cannot be one included)."""
+        if not isinstance(name, str) or not _OBJECT_NAME.fullmatch(name):
+            return None
         try:
             return await self._kube.get(resource_path(plural, namespace, name))
         except ApiException as exc:

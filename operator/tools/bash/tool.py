@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
+from lestrade.operator.tools.bash.kubectl_output import KubectlOutputRefused, OutputPlan, output_plan, render_output
 from lestrade.operator.tools.bash.parse import CommandLine, Pipeline, Stage
 from lestrade.operator.tools.bash.policy import evaluate_text
 from lestrade.operator.tools.common import FunctionTool, Params, schema
@@ -191,7 +192,8 @@ class BashRunner:
                 break
         return RunResult("".join(outputs), status, truncated=truncated)
 
-    def _argv(self, stage: Stage) -> list[str]:
+    def _argv(self, stage: Stage) -> tuple[list[str], OutputPlan | None]:
+        """(executable, then argv with the name as typed; how kubectl's data output is masked)."""
         argv: list[str] = []
         for i, arg in enumerate(stage.argv):
             if i in stage.glob_args:
@@ -199,11 +201,12 @@ class BashRunner:
                 argv.extend(matches or [arg])  # bash leaves a pattern without matches as-is
             else:
                 argv.append(arg)
+        argv, plan = _kubectl_plan(argv)
         program = argv[0]
         resolved = program if "/" in program else shutil.which(program, path=self.env.get("PATH"))
         if not resolved:
             raise _Refused(f"{program}: command not found")
-        return [resolved, *argv]  # executable, then argv with the name as typed
+        return [resolved, *argv], plan
 
     async def _run_pipeline(self, pipeline: Pipeline, timeout: float, budget: int) -> RunResult:
         """Start every stage; each stage's output reaches the next one only after `redact`.
@@ -217,7 +220,9 @@ class BashRunner:
         procs: list[asyncio.subprocess.Process] = []
         side_tasks: list[asyncio.Task[Any]] = []
         stderr_tasks: list[asyncio.Task[bytes]] = []
-        argvs = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
+        planned = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
+        argvs = [argv for argv, _ in planned]
+        plans = [plan for _, plan in planned]
         try:
             for i, stage in enumerate(pipeline.stages):
                 opened: list[IO[Any]] = []
@@ -239,8 +244,9 @@ class BashRunner:
                 if proc.stderr is not None:
                     stderr_tasks.append(asyncio.ensure_future(_read_capped(proc.stderr, 20_000)))
                 if i:
-                    side_tasks.append(asyncio.ensure_future(_relay_redacted(procs[i - 1], proc, argvs[i - 1][1])))
-            return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget)
+                    side_tasks.append(asyncio.ensure_future(
+                        _relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1])))
+            return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget, plans[-1])
         except BaseException:
             for proc in procs:
                 _kill(proc)
@@ -285,8 +291,15 @@ class BashRunner:
         return os.fdopen(os.open(target, flags | nofollow | os.O_CLOEXEC, 0o644), mode)
 
     async def _collect(self, procs: list[asyncio.subprocess.Process], side_tasks: list[asyncio.Task[Any]],
-                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int) -> RunResult:
+                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int,
+                       plan: OutputPlan | None = None) -> RunResult:
         last = procs[-1]
+        rendered_budget = budget
+        if plan is not None:
+            # kubectl's JSON is rendered only once complete: read it whole (to RELAY_CAP), not
+            # cut at the tool's output budget, which applies to what is rendered.
+            budget = RELAY_CAP
+
         chunks: list[bytes] = []
         size = 0
         truncated = False
@@ -328,6 +341,10 @@ class BashRunner:
                 if data:
                     errors.append(data.decode("utf-8", errors="replace"))
         text = b"".join(chunks).decode("utf-8", errors="replace")
+        if plan is not None:
+            text = await _render(plan, text, cut=truncated)
+            truncated = len(text) > rendered_budget
+            text = text[:rendered_budget]
         if errors:
             text += ("" if not text or text.endswith("\n") else "\n") + "".join(errors)
         code = last.returncode if last.returncode is not None else -1
@@ -339,13 +356,39 @@ class BashRunner:
 RELAY_CAP = 16 * 1024 * 1024
 
 
-async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str) -> None:
-    """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it)."""
+def _kubectl_plan(argv: list[str]) -> tuple[list[str], OutputPlan | None]:
+    """The argv to run (kubectl asked for JSON instead of a data format) and its plan; the
+    first kubectl of the argv counts, also behind a wrapper (`timeout 5 kubectl ...`)."""
+    for i, arg in enumerate(argv):
+        if arg.rsplit("/", 1)[-1] == "kubectl":
+            try:
+                plan = output_plan(argv[i:])
+            except KubectlOutputRefused as exc:
+                raise _Refused(str(exc)) from None
+            return ([*argv[:i], *plan.argv], plan) if plan else (argv, None)
+    return argv, None
+
+
+async def _render(plan: OutputPlan, text: str, *, cut: bool) -> str:
+    if cut:
+        return f"[kubectl printed more than {RELAY_CAP} bytes; withheld: narrow the query with -l, --field-selector or a name]\n"
+    if len(text) < 4096:
+        return render_output(plan, text)
+    return await asyncio.to_thread(render_output, plan, text)
+
+
+async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str,
+                          plan: OutputPlan | None = None) -> None:
+    """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it);
+    kubectl's data rendered from masked objects first (`plan`)."""
     sink = consumer.stdin
     try:
         if producer.stdout is not None:
             data = await _read_capped(producer.stdout, RELAY_CAP)
-            text = await redact_async(data.decode("utf-8", errors="replace"), limit=RELAY_CAP)
+            raw = data.decode("utf-8", errors="replace")
+            if plan is not None:
+                raw = await _render(plan, raw, cut=len(data) >= RELAY_CAP)
+            text = await redact_async(raw, limit=RELAY_CAP)
             if len(data) >= RELAY_CAP:
                 _kill(producer)
                 text += f"\n[output of {name} cut at {RELAY_CAP} bytes]\n"

@@ -23,6 +23,7 @@ from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
 from lestrade.api.holmes import routes_investigate
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
+from lestrade.api.base.browser import LocalOnly
 from lestrade.api.holmes.chats import ChatStore, ClientError
 from lestrade.api.contexts.store import ContextStore
 from lestrade.api.base.follow import Follower, TranscriptCache
@@ -82,6 +83,8 @@ def create_app(
         namespace=namespace, keepalive=keepalive, wait_timeout=wait_timeout,
     )
     app.add_middleware(RequestLimits, max_body=max_body)
+    if not auth:
+        app.add_middleware(LocalOnly)  # outside RequestLimits: sees the Content-Type as sent
     if auth:
         app.state.authenticator = TokenAuthenticator(kube, namespace)
         app.add_middleware(

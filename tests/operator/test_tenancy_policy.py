@@ -124,3 +124,14 @@ def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None
     assert env["LESTRADE_SCOPES_NAMESPACE"] == "r-lestrade-scopes"
     assert env["LESTRADE_SCOPE_POLICY"] == "ops/r-lestrade-scope-policy"
     assert env["LESTRADE_TOOLS_READ_ROLE"] == "r-lestrade-tools-read"
+
+
+@pytest.mark.parametrize("requester", [None, Requester(username="x", groups=[]), Requester(username="x", groups=["sre"])])
+@pytest.mark.parametrize("namespace", ["team-b", "finance", "default"])
+def test_a_grant_with_neither_groups_nor_from_namespaces_matches_nothing(
+        namespace: str, requester: Requester | None) -> None:
+    """Issue 29: such a grant, if it matched, would give every run the namespace."""
+    policy = parse_policy("grants:\n  - namespaces: [finance, '*']\n")
+    assert not policy.error and len(policy.grants) == 1
+    scope = decide_scope(namespace, requester, policy)
+    assert not scope.cluster and scope.namespaces == [namespace]

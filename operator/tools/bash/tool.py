@@ -21,6 +21,7 @@ import contextlib
 import functools
 import glob
 import os
+import resource
 import shutil
 import signal
 import tempfile
@@ -59,6 +60,7 @@ def default_bash_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The allowlisted part of the operator's environment, plus `extra` (the caller's own)."""
     env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
     env.setdefault("PATH", _DEFAULT_PATH)
+    env["KUBECTL_KUBERC"] = "false"  # no ~/.kube/kuberc: it would redefine commands and output flags
     env.update(extra or {})
     for key in [k for k in env if k.startswith("KUBERNETES_SERVICE_") or k.startswith("KUBERNETES_PORT")]:
         del env[key]  # in-cluster, kubectl would fall back to the operator's mounted token
@@ -155,7 +157,7 @@ class BashRunner:
         self.max_output = max_output
         self.cwd = cwd
         self.sandbox = sandbox
-        self._preexec = sandbox.preexec() if sandbox is not None else None
+        self._preexec = _with_limits(sandbox.preexec(), timeout) if sandbox is not None else None
 
     def _permitted(self, path: str, *, write: bool = False) -> bool:
         if self.sandbox is None:
@@ -220,7 +222,9 @@ class BashRunner:
         procs: list[asyncio.subprocess.Process] = []
         side_tasks: list[asyncio.Task[Any]] = []
         stderr_tasks: list[asyncio.Task[bytes]] = []
-        planned = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
+        # fail before starting anything; globs expand off the event loop (a deep one takes long)
+        planned = [await asyncio.to_thread(self._argv, stage) if stage.glob_args else self._argv(stage)
+                   for stage in pipeline.stages]
         argvs = [argv for argv, _ in planned]
         plans = [plan for _, plan in planned]
         try:
@@ -412,6 +416,29 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
     return bytes(kept)
 
 
+# What one tool process may use (a run's command is attacker-steerable): address space (Go's
+# kubectl reserves lazily and runs well within it), the file size it may write in its work
+# folder, processes, open files; CPU seconds just past the call's time limit.
+TOOL_LIMITS = {
+    resource.RLIMIT_AS: 4 << 30,
+    resource.RLIMIT_FSIZE: 64 << 20,
+    resource.RLIMIT_NPROC: 256,
+    resource.RLIMIT_NOFILE: 1024,
+}
+
+
+def _with_limits(confine: Any, timeout: float) -> Any:
+    limits = [*TOOL_LIMITS.items(), (resource.RLIMIT_CPU, int(timeout) + 5)]
+    setrlimit = resource.setrlimit
+
+    def preexec() -> None:
+        for which, value in limits:
+            setrlimit(which, (value, value))
+        confine()
+
+    return preexec
+
+
 def _kill(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is not None:
         return
@@ -446,7 +473,21 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
     """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
     kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
     the private working folder (and HOME) of the children, the only place they may write."""
+    # Each call gets a fresh, private (0700) work folder, also its $HOME, removed after the
+    # call: nothing one call writes (`~/.jq`, kubectl's cache, a planted file) is there for the
+    # next, nor for another run. A `cwd` given by the caller is used as is.
     runner = confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd)
+
+    @contextlib.contextmanager
+    def call_runner() -> Any:
+        if cwd is not None or runner is None:
+            yield runner
+            return
+        folder = tempfile.mkdtemp(prefix="lestrade-call-", dir=_process_workdir())
+        try:
+            yield confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def approval(p: Params) -> bool:
         _, verdict = evaluate_text(p.opt_str("command") or "")
@@ -462,12 +503,13 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
             return ToolOutput(status="error", error=f"refused: {verdict.reason}")
         if runner is None:
             return ToolOutput(status="error", error=_NO_SANDBOX)
-        try:
-            result = await runner.run(line)
-        except _Refused as exc:
-            return ToolOutput(status="error", error=f"refused: {exc}")
-        except OSError as exc:
-            return ToolOutput(status="error", error=f"{type(exc).__name__}: {exc}")
+        with call_runner() as fresh:
+            try:
+                result = await fresh.run(line)
+            except _Refused as exc:
+                return ToolOutput(status="error", error=f"refused: {exc}")
+            except OSError as exc:
+                return ToolOutput(status="error", error=f"{type(exc).__name__}: {exc}")
         text = result.output
         if result.truncated:
             text += f"\n[output truncated at {max_output} bytes]"

@@ -133,7 +133,7 @@ def test_bodies_over_the_size_limit(api: Any) -> None:
         for _ in range(70):
             yield b"x" * 1024
 
-    refused(httpx.post(f"{api.base}/api/chat", content=chunks()), 413, "body")
+    refused(httpx.post(f"{api.base}/api/chat", content=chunks(), headers={"Content-Type": "application/json"}), 413, "body")
 
 
 def test_a_last_event_id_the_server_never_issued(api: Any) -> None:

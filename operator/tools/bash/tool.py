@@ -53,7 +53,9 @@ $(...), loops and here-docs do not. Read-only commands run at once: kubectl get/
 top/events/explain, and grep, head, tail, sort, uniq, wc, cut, tr, awk, jq, cat as filters of
 piped output (not on files). Spell long options in full: each program has a list of options
 that run unattended, and an abbreviated or unlisted option waits for a human's approval, like
-anything else off the list. Prefer the kubectl_* tools; use bash for filtering large output."""
+anything else off the list. kubectl's -o json, yaml, jsonpath=, jsonpath-as-json= and
+custom-columns= work (credential values come out as [REDACTED]); Go templates do not: use
+jsonpath or jq. Prefer the kubectl_* tools; use bash for filtering large output."""
 
 
 def default_bash_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -330,6 +330,8 @@ def _mask_prose(m: re.Match[str]) -> str:
     quoted = val[:1] in "\"'"
     if _safe_value(val) or val.lower().strip(".,;:!?") in _PROSE_KEEP or val.startswith(("[", "<")):
         return m.group(0)
+    if m.string.startswith(" bytes", m.end()):  # `password  7 bytes`: kubectl describe's size
+        return m.group(0)
     if not connected and not quoted and _PLAIN_WORD.fullmatch(val) and not (any(c.isupper() for c in val[1:])):
         return m.group(0)
     return f"{m.group('word')}{m.group('gap')}{val[0] + REDACTED + val[0] if quoted else REDACTED}"

@@ -47,3 +47,17 @@ def test_only_stderr_to_dev_null_runs_unattended(command: str) -> None:
 
 def test_stderr_to_dev_null_runs_unattended() -> None:
     assert not evaluate_text("kubectl get po 2>/dev/null")[1].needs_approval
+
+
+async def test_path_folders_below_the_operators_working_folder_are_not_readable(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 29: a folder on the operator's PATH below its home or working folder (a venv's
+    bin, `.lestrade/bin`) was readable by tool processes; only system folders are."""
+    monkeypatch.chdir(tmp_path)  # the operator's working folder
+    folder = tmp_path / "tools-bin"
+    folder.mkdir()
+    (folder / "planted").write_text("planted-f1le\n")
+    [tool] = bash_toolset(env={"PATH": f"{folder}:/usr/bin:/bin"}, timeout=60).tools
+    out = await tool.run({"command": f"cat {folder}/planted"})
+    assert "planted-f1le" not in out.text() and "ermission denied" in out.text(), out.text()
+    control = await tool.run({"command": "cat /etc/hostname"})
+    assert control.status == "success", control.text()

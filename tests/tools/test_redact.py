@@ -128,6 +128,7 @@ def test_layouts_of_issue_29_are_masked(text: str, kept: str) -> None:
     "password authentication failed for user app",
     'MountVolume.SetUp failed for volume "db" : secret "db-creds" not found',
     "token expired, refreshing",
+    "Data\n====\npassword  18 bytes\ntoken:  1234 bytes",
 ])
 def test_prose_about_credentials_stays_readable(text: str) -> None:
     assert redact(text) == text

@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import functools
 import glob
+import itertools
 import os
 import resource
 import shutil
@@ -108,7 +109,8 @@ def _operator_credentials() -> list[str]:
 
 def bash_sandbox(env: Mapping[str, str], workdir: str, kubeconfig: str | None) -> ToolSandbox:
     """The sandbox of bash's children: system folders, the folders on PATH (not the operator's
-    home or working folder, nor anything above them), the tools' kubeconfig folder; writes
+    home or working folder, nor anything above or below them), the kubectl binary, the tools'
+    kubeconfig folder; writes
     only in `workdir`; TCP only to the kubeconfig's API server. One per configuration (a
     registry is built per run; the ruleset is not)."""
     hidden = tuple(_operator_credentials())
@@ -122,11 +124,13 @@ def _cached_sandbox(path: str, workdir: str, kubeconfig: str | None, hidden_path
     reads: list[str] = []
     for entry in path.split(os.pathsep):
         real = Path(os.path.realpath(entry)) if os.path.isabs(entry) else None
-        if real and real.is_dir() and not any(real == p or real in p.parents for p in protected):
+        # not the operator's home or working folder, nor anything above or below them
+        if real and real.is_dir() and not any(real == p or real in p.parents or p in real.parents
+                                              for p in protected):
             reads.append(str(real))
     kubectl = shutil.which("kubectl", path=path)
     if kubectl:
-        reads.append(str(Path(os.path.realpath(kubectl)).parent))  # a symlink's target folder
+        reads.append(os.path.realpath(kubectl))  # the binary alone (its folder may be the operator's)
     hidden = list(hidden_paths)
     if kubeconfig:
         folder = str(Path(os.path.realpath(kubeconfig)).parent)
@@ -201,7 +205,10 @@ class BashRunner:
         argv: list[str] = []
         for i, arg in enumerate(stage.argv):
             if i in stage.glob_args:
-                matches = [m for m in sorted(glob.glob(arg, root_dir=self.cwd)) if self._permitted(m)]
+                found = list(itertools.islice(glob.iglob(arg, root_dir=self.cwd), MAX_GLOB_MATCHES + 1))
+                if len(found) > MAX_GLOB_MATCHES:
+                    raise _Refused(f"{arg}: matches more than {MAX_GLOB_MATCHES} names; narrow the pattern")
+                matches = [m for m in sorted(found) if self._permitted(m)]
                 argv.extend(matches or [arg])  # bash leaves a pattern without matches as-is
             else:
                 argv.append(arg)
@@ -360,6 +367,8 @@ class BashRunner:
 
 
 RELAY_CAP = 16 * 1024 * 1024
+MAX_GLOB_MATCHES = 10_000
+"""A glob is expanded in a worker thread and stops here (a deep one could take long)."""
 
 
 def _kubectl_plan(argv: list[str]) -> tuple[list[str], OutputPlan | None]:

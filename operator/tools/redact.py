@@ -208,7 +208,7 @@ _MORE_VALUE = re.compile(r"""[ \t;,]{1,8}(?!-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,64}
 def _flow_context(text: str, pos: int) -> bool:
     """Is `pos` inside `{...}` or `[...]` opened earlier on its line (YAML flow, inline JSON)?"""
     start = text.rfind("\n", max(0, pos - 512), pos) + 1
-    return any(c in "{[" for c in text[start:pos])
+    return text.find("{", start, pos) >= 0 or text.find("[", start, pos) >= 0
 
 
 def _continuation_end(text: str, line_end: int, column: int) -> int:
@@ -229,9 +229,16 @@ def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str]) -> int:
     line and of the lines folded below it; after `=` at the next `key=` or the line's end."""
     nl = text.find("\n", value.end())
     line_end = len(text) if nl < 0 else nl
-    if m.group("sep").strip() == ":" and not _flow_context(text, m.start()):
-        column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
-        return _continuation_end(text, line_end, column)
+    if m.group("sep").strip() == ":":
+        # a key that starts a line, an item or a word (`  password: x`, `- token: x`); not one
+        # inside a colon path (`system:serviceaccount:ns-credentials:name`): that one's value
+        # ends at the first blank, as it cannot be folded YAML
+        before = text[m.start() - 1] if m.start() else "\n"
+        if before not in " \t\n{,[":
+            return value.end()
+        if not _flow_context(text, m.start()):
+            column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+            return _continuation_end(text, line_end, column)
     end = value.end()
     while (more := _MORE_VALUE.match(text, end, line_end)) is not None:
         end = more.end()

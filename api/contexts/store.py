@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -344,7 +345,7 @@ class ContextStore:
 
         The transcript's chunks are the API's own storage (ConfigMaps nobody else writes), so
         the caller's right to change this history is asked of the cluster first, as the caller:
-        `writer` (the caller, impersonated) stamps the Conversation's `context-updated-at`,
+        `writer` (the caller, impersonated) stamps the Conversation (`context-write`, a new value),
         which RBAC (patch conversations) and the requester admission policy (only the
         creator changes a Conversation's history) judge like any change of the caller's."""
         if if_version is not None:
@@ -360,8 +361,10 @@ class ContextStore:
         raise ContextError(503, "unavailable", f"context {name!r} keeps changing; retry with backoff")
 
     async def _stamp(self, name: str, writer: Any) -> None:
+        # a new value every time (a time alone can repeat within a second: no change to judge)
+        stamp = {UPDATED_ANNOTATION: now_iso(), WRITE_ANNOTATION: uuid.uuid4().hex}
         try:
-            await writer.patch(self._path(name), {"metadata": {"annotations": {UPDATED_ANNOTATION: now_iso()}}})
+            await writer.patch(self._path(name), {"metadata": {"annotations": stamp}})
         except ApiException as exc:
             raise _refused(exc) from exc
 
@@ -433,7 +436,11 @@ SEAL_KEY = "sealed"
 """In a transcript chunk no more records go to (not a record key: readers skip it)."""
 
 UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
-"""When the context's settings or metadata last changed through `/v1`."""
+"""When the context's settings, metadata or log last changed through `/v1`."""
+
+WRITE_ANNOTATION = "lestrade.dev/context-write"
+"""A new random value at every transcript write through `/v1`, written as the caller first, so
+that the requester admission policy sees each write (operator/admission/requester.py)."""
 
 _SEQ, _PARTS, _ROLE = "__lestrade_seq", "__lestrade_parts", "__lestrade_role"
 

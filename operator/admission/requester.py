@@ -12,8 +12,8 @@
   gets its own namespace only). It also refuses new turns in a Conversation from anyone but its
   creator, since every turn runs with the creator's scope, and any change of its history or
   context settings (`spec.context`, `spec.tombstoned`, the context store's
-  `context-updated-at` stamp, which the API writes as the caller before each transcript
-  append or compaction) likewise.
+  `context-updated-at` / `context-write` stamps, which the API writes as the caller before each
+  transcript append or compaction) likewise.
 
 Both are CEL inside the apiserver: no webhook, nothing that can be down. The API writes as the
 HTTP caller (impersonation), so the caller, not the API, is recorded.
@@ -37,6 +37,7 @@ from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS
 # history (appends, compactions) and settings; the API's own constant, repeated here because
 # the operator does not import the API (a test keeps them equal).
 CONTEXT_UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
+CONTEXT_WRITE_ANNOTATION = "lestrade.dev/context-write"
 
 __all__ = ["POLICY_NAME", "validating_manifests", "mutating_manifests", "install_requester_policy", "chart_template", "main"]
 
@@ -117,8 +118,8 @@ def validating_manifests() -> list[dict[str, Any]]:
                     "expression": f"request.operation != 'UPDATE' || request.resource.resource != "
                     f"'{CONVERSATION_PLURAL}' || !('{by}' in variables.old) || "
                     f"variables.old['{by}'] == request.userInfo.username || ("
-                    f"('{_STAMP}' in variables.new) == ('{_STAMP}' in variables.old) && "
-                    f"(!('{_STAMP}' in variables.new) || variables.new['{_STAMP}'] == variables.old['{_STAMP}']) && "
+                    f"['{_STAMP}', '{CONTEXT_WRITE_ANNOTATION}'].all(k, (k in variables.new) == (k in variables.old) && "
+                    "(!(k in variables.new) || variables.new[k] == variables.old[k])) && "
                     "has(object.spec.context) == has(oldObject.spec.context) && "
                     "(!has(object.spec.context) || object.spec.context == oldObject.spec.context) && "
                     "(has(object.spec.tombstoned) ? object.spec.tombstoned : false) == "

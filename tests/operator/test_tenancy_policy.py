@@ -135,3 +135,10 @@ def test_a_grant_with_neither_groups_nor_from_namespaces_matches_nothing(
     assert not policy.error and len(policy.grants) == 1
     scope = decide_scope(namespace, requester, policy)
     assert not scope.cluster and scope.namespaces == [namespace]
+
+
+def test_the_policy_watches_the_stamps_the_context_store_writes() -> None:
+    from lestrade.api.contexts.store import UPDATED_ANNOTATION, WRITE_ANNOTATION
+
+    assert requester_policy.CONTEXT_UPDATED_ANNOTATION == UPDATED_ANNOTATION
+    assert requester_policy.CONTEXT_WRITE_ANNOTATION == WRITE_ANNOTATION

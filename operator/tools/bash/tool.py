@@ -429,11 +429,13 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
 
 # What one tool process may use (a run's command is attacker-steerable): address space (Go's
 # kubectl reserves lazily and runs well within it), the file size it may write in its work
-# folder, processes, open files; CPU seconds just past the call's time limit.
+# folder, processes, open files; CPU seconds just past the call's time limit. RLIMIT_NPROC
+# counts every process and thread of the user, the operator's own included (and kubectl's Go
+# threads), so it is a fork-bomb stop, not a tight bound (and root is exempt from it).
 TOOL_LIMITS = {
     resource.RLIMIT_AS: 4 << 30,
     resource.RLIMIT_FSIZE: 64 << 20,
-    resource.RLIMIT_NPROC: 256,
+    resource.RLIMIT_NPROC: 4096,
     resource.RLIMIT_NOFILE: 1024,
 }
 

@@ -485,18 +485,20 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
                  timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> Toolset:
     """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
     kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
-    the private working folder (and HOME) of the children, the only place they may write."""
-    # Each call gets a fresh, private (0700) work folder, also its $HOME, removed after the
-    # call: nothing one call writes (`~/.jq`, kubectl's cache, a planted file) is there for the
-    # next, nor for another run. A `cwd` given by the caller is used as is.
+    the private folder in which each call gets its own fresh work folder (and HOME), the only
+    place its processes may write, removed after the call."""
+    # Each call gets a fresh, private (0700) work folder inside `cwd` (the operator gives the
+    # tools identity's folder, which every run of a scope shares), also its $HOME and the only
+    # place it may write, removed after the call: nothing one call writes (`~/.jq`, kubectl's
+    # cache, a planted file) is there for the next call, nor for another run.
     runner = confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd)
 
     @contextlib.contextmanager
     def call_runner() -> Any:
-        if cwd is not None or runner is None:
+        if runner is None:
             yield runner
             return
-        folder = tempfile.mkdtemp(prefix="lestrade-call-", dir=_process_workdir())
+        folder = tempfile.mkdtemp(prefix="lestrade-call-", dir=cwd or _process_workdir())
         try:
             yield confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=folder)
         finally:

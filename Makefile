@@ -6,7 +6,7 @@ UV := $(TOOLS)/bin/uv
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench deps binaries browser crds crds-check clean image e2e-kind
+.PHONY: run test eval bench deps binaries all-binaries browser crds crds-check clean image e2e-kind
 
 # The image `make image` builds and `make e2e-kind` loads: the chart's appVersion by default.
 APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/lestrade/Chart.yaml)
@@ -15,8 +15,20 @@ IMAGE ?= ghcr.io/lestrade/lestrade:$(APP_VERSION)
 run: deps binaries ## local control plane (or LESTRADE_CLUSTER=current), CRDs, operator, API
 	$(PY) -m lestrade.cli run
 
-test: deps binaries browser ## the whole suite against the real control plane
+test: deps binaries browser ## the whole suite against the real control plane (builds the test-only tools it needs first)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The investigation scenarios (eval/scenarios). Without MODEL: the scripted investigator follows
+# each reference plan (no model needed; also part of `make test`, tests/evals/test_eval_suite.py)
+# and the last line is `evidence recall: N/M (P%)`. MODEL=<modelList entry>: the model
+# investigates freely and a judge (JUDGE=, default the same model) scores it; EVAL_ARGS=
+# adds options (--only a,b  --report DIR  --compare old.json).
+MODEL ?=
+JUDGE ?=
+EVAL_ARGS ?=
+eval: deps binaries ## the scenario suite: evidence recall (scripted), or MODEL=<name> judged
+	$(PY) -m lestrade.localcluster build prometheus
+	$(PY) -m lestrade.evals $(if $(MODEL),--model $(MODEL)) $(if $(JUDGE),--judge $(JUDGE)) $(EVAL_ARGS)
 
 bench: deps binaries ## benchmarks: print numbers
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -31,8 +43,13 @@ $(UV):
 	$(UV) sync --frozen
 	touch $@
 
-binaries: deps ## build the pinned control-plane binaries from Go modules (cached)
+binaries: deps ## build the control plane `make run` starts (Kubernetes, etcd, KWOK) from Go modules (cached)
 	$(PY) -m lestrade.localcluster build
+
+# Helm, kubeconform and Prometheus are built by the tests that use them, when collected
+# (lestrade/testing/binaries.py); this builds every pinned component at once.
+all-binaries: deps
+	$(PY) -m lestrade.localcluster build --all
 
 browser: ## Debian's chromium for the web console's browser tests (Playwright drives it; no download)
 	@test -x /usr/bin/chromium || { \

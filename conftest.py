@@ -4,4 +4,6 @@
 pytest_plugins = [
     "lestrade.testing.cluster_fixtures",
     "lestrade.testing.model_fixtures",
+    "lestrade.testing.mcp_fixtures",
+    "lestrade.testing.binaries",
 ]

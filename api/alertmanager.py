@@ -1,14 +1,20 @@
 """`POST /api/alertmanager`: Alertmanager's webhook receiver (`webhook_configs`, version 4).
 
-Every firing alert is matched against the AlertRoutes of the API's namespace (or of every
-namespace with `LESTRADE_ALERT_ROUTES_ALL_NAMESPACES=true`); `lestrade.triggers` creates one
+Every firing alert is matched against the AlertRoutes of every namespace, as
+`lestrade.triggers.reach` decides: a route sees the alerts whose `namespace` label is its own
+namespace (`alertNamespace: Own`), and `Any` routes are honoured in the API's namespace or where
+the admin allows (`LESTRADE_ALERT_ROUTES_ANY_NAMESPACES`, `..._ALL_NAMESPACES`); a route that
+can see nothing says why in its Ready condition. `lestrade.triggers` creates one
 Investigation per alert fingerprint and route within the route's dedup window, under its limits,
 and records resolved alerts on their Investigations. Deterministic names make the receiver
 idempotent: Alertmanager redelivers on any non-2xx answer and several API replicas may receive
 the same group, and neither ever creates a duplicate. Authentication is the API's own
-(`auth.py`): the caller must be allowed to create Investigations, and the Investigations are
-created as the caller; the route's status and the resolution bookkeeping are written by the
-API's own identity (the chart grants it that).
+(`auth.py`): the caller must be allowed to create Investigations; the Investigations of the
+API namespace's routes are created as the caller, those of a route in another namespace by the
+API's own identity (that route's owner asked for them, and it only sees alerts about its own
+namespace unless the admin allowed more); the route's status and the resolution bookkeeping are
+written by the API's own identity (the chart grants it that). Without the right to list routes
+cluster-wide the API falls back to its own namespace's routes (a warning in its log).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -27,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import INVESTIGATION_PLURAL
 from lestrade.resources.constants import ALERTROUTE_PLURAL
-from lestrade.triggers import Alert, Dispatcher
+from lestrade.triggers import Alert, Dispatcher, RoutePolicy
 
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError
@@ -46,15 +52,19 @@ LabelValue = Annotated[str, StringConstraints(max_length=16384)]
 @dataclass(frozen=True)
 class AlertReceiverSettings:
     all_namespaces: bool = False
-    """false: only the routes of the API's own namespace see the alerts (a tenant's Alertmanager
-    cannot start Investigations elsewhere); true: routes of every namespace do (the API then
-    needs to list AlertRoutes cluster-wide, and the caller to create Investigations where the
-    matching routes are)."""
+    """true: routes with `alertNamespace: Any` are honoured in every namespace (Own routes
+    always are); false: only in the API's namespace and `any_namespaces`."""
+    any_namespaces: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertReceiverSettings:
-        value = (os.environ if env is None else env).get("LESTRADE_ALERT_ROUTES_ALL_NAMESPACES", "")
-        return cls(all_namespaces=value.strip().lower() in ("1", "true", "yes", "on"))
+        env = os.environ if env is None else env
+        policy = RoutePolicy.from_env("", env)
+        return cls(all_namespaces=policy.any_namespaces is None,
+                   any_namespaces=tuple(sorted(policy.any_namespaces or ())))
+
+    def policy(self, api_namespace: str) -> RoutePolicy:
+        return RoutePolicy(api_namespace, None if self.all_namespaces else frozenset(self.any_namespaces))
 
 
 MAX_ALERT_BYTES = 256 * 1024
@@ -134,6 +144,19 @@ def _settings(request: Request) -> AlertReceiverSettings:
     return settings
 
 
+async def _routes(kube: Any, api_namespace: str) -> list[dict[str, Any]]:
+    """Every namespace's routes; the API namespace's alone when the API may not list them all."""
+    try:
+        listing = await kube.get(resource_path(ALERTROUTE_PLURAL, None))
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        logger.warning("alertmanager webhook: may not list AlertRoutes cluster-wide; only the routes of "
+                       "namespace %s are consulted", api_namespace)
+        listing = await kube.get(resource_path(ALERTROUTE_PLURAL, api_namespace))
+    return list(listing.get("items") or [])
+
+
 @router.post("/api/alertmanager")
 async def alertmanager(payload: WebhookPayload, request: Request) -> JSONResponse:
     """Alertmanager webhook: firing alerts matching an AlertRoute become Investigations.
@@ -142,12 +165,13 @@ async def alertmanager(payload: WebhookPayload, request: Request) -> JSONRespons
     refusal = await authorize(request, "create", INVESTIGATION_PLURAL)
     if refusal:
         raise ClientError(403, "authorization", refusal)
-    namespace = None if _settings(request).all_namespaces else svc.namespace
+    caller = writer_for(request, svc.kube)
     try:
-        listing = await svc.kube.get(resource_path(ALERTROUTE_PLURAL, namespace))
+        routes = await _routes(svc.kube, svc.namespace)
         result = await _dispatcher(request).dispatch(
-            listing.get("items") or [], [_alert(a, payload) for a in payload.alerts],
-            writer_for(request, svc.kube),
+            routes, [_alert(a, payload) for a in payload.alerts],
+            policy=_settings(request).policy(svc.namespace),
+            creator_for=lambda namespace: caller if namespace == svc.namespace else svc.kube,
         )
     except ApiException as exc:
         # Alertmanager retries a 5xx; the retry is safe (names are deterministic).

@@ -4,6 +4,7 @@ operator works on."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
@@ -13,14 +14,17 @@ from kubernetes import client as k8s
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 
 from lestrade.api.console import routes as console
 from lestrade.api import alertmanager as routes_alertmanager
-from lestrade.api.holmes import routes_chat
+from lestrade.api.holmes import routes_chat, routes_info
 from lestrade.api.contexts import routes as routes_contexts
 from lestrade.api.harness import routes as routes_harness
 from lestrade.api.hosted import routes as routes_hosted
+from lestrade.api.decisions import routes as routes_decisions
+from lestrade.api.slack import routes as routes_slack
 from lestrade.api.holmes import routes_investigate
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from lestrade.api.base.browser import LocalOnly
@@ -50,6 +54,8 @@ def create_app(
     wait_timeout: float = 3600.0,
     api_keys: Mapping[str, str] | None = None,
     hosted: HostedSettings | None = None,
+    slack: routes_slack.SlackSettings | None = None,
+    decision_key: bytes | None = None,
 ) -> FastAPI:
     """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
     whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
@@ -92,6 +98,7 @@ def create_app(
             api_keys=load_api_keys() if api_keys is None else api_keys,
         )
     app.include_router(routes_chat.router)
+    app.include_router(routes_info.router)  # GET /api/info
     app.include_router(routes_investigate.router)
     app.include_router(console.router)  # the web console at / (console.py)
     app.include_router(routes_alertmanager.router)
@@ -99,6 +106,10 @@ def create_app(
     app.state.hosted = hosted or HostedSettings.from_env()
     app.include_router(routes_hosted.router)
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
+    app.state.slack = slack or routes_slack.SlackSettings.from_env()
+    app.include_router(routes_slack.router)  # Approve/Deny buttons of Slack messages
+    app.state.decision_key = decision_key or load_key(os.environ.get("LESTRADE_DECISION_KEY_FILE"))
+    app.include_router(routes_decisions.router)  # signed decision links of webhooks
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:

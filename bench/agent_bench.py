@@ -84,6 +84,12 @@ def _registries() -> list[tuple[str, ToolRegistry]]:
         out.append(
             ("default + Prometheus", default_registry(*args, prometheus_url="http://127.0.0.1:9"))
         )
+    if "alertmanager_url" in accepted:
+        out.append(
+            ("scoped + Prom. + Alertmanager", default_registry(
+                *args, prometheus_url="http://127.0.0.1:9", alertmanager_url="http://127.0.0.1:9",
+                scope_namespaces=["team-a", "team-a-db"]))
+        )
     client.close()
     return out
 

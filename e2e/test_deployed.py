@@ -20,6 +20,8 @@ from kubernetes import client as k8s
 from lestrade.localcluster.processes import wait_until
 from lestrade.resources import GROUP
 
+pytestmark = pytest.mark.binaries("helm")
+
 LOG_LINE = "loading catalogue into memory: 1843 MiB"
 
 

@@ -46,6 +46,11 @@ class ModelConfig:
         return str(self.settings["model"])
 
 
+DEFAULT_ALIAS = "default"
+"""What a harness request names to get the configured default model (the agent-harness API's
+examples send `"model": "default"`)."""
+
+
 @dataclass(frozen=True)
 class ModelList:
     models: dict[str, ModelConfig] = field(default_factory=dict)
@@ -61,19 +66,26 @@ class ModelList:
 
     def allowed_ids(self) -> list[str]:
         """What a harness request may name as its model: the entries' names and their
-        `provider/model` ids (litellm's `model`), sorted."""
+        `provider/model` ids (litellm's `model`), sorted (and `default`, see `resolve`)."""
         return sorted({*self.models, *(str(m.settings.get("model")) for m in self.models.values() if m.settings.get("model"))})
 
     def resolve(self, name_or_id: str | None) -> ModelConfig:
         """A model by entry name, or by its `provider/model` id (the first entry with it);
-        the default when empty. Anything else is not allowed (ConfigError lists what is)."""
+        the default when empty or `default` (unless an entry has that name). Anything else
+        is not allowed (ConfigError lists what is)."""
         if not name_or_id or name_or_id in self.models:
             return self.get(name_or_id)
+        if name_or_id == DEFAULT_ALIAS:
+            if self.default_name is None:
+                raise ConfigError(f"model {DEFAULT_ALIAS!r}: there is no default model; name one of "
+                                  f"{', '.join(self.allowed_ids()) or 'none'}")
+            return self.get(None)
         for model in self.models.values():
             if model.settings.get("model") == name_or_id:
                 return model
         allowed = ", ".join(self.allowed_ids()) or "none"
-        raise ConfigError(f"model {name_or_id!r} is not allowed; allowed: {allowed}")
+        also = f" (or {DEFAULT_ALIAS}: {self.default_name})" if self.default_name else ""
+        raise ConfigError(f"model {name_or_id!r} is not allowed; allowed: {allowed}{also}")
 
 
 def _substitute(value: Any, env: dict[str, str]) -> Any:

@@ -29,17 +29,20 @@ import kopf
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList, load_model_list
+from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 
 from lestrade.operator.admission.decisions import install_admission_policy
 from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.operator.context import build_engine
+from lestrade.operator.delivery.watch import DeliveryWatch
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
 from lestrade.operator.base.metrics import serve as serve_metrics
 from lestrade.operator.base.engine import ToolsFactory
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.base.telemetry import configure_tracing
 
 __all__ = ["run_operator", "main", "default_priority"]
 
@@ -128,13 +131,21 @@ async def run_operator(
     configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
+    # Results to Destinations: a watch of its own, outside the runs (a destination that is
+    # down never holds a run up). Every replica runs it; claims in status keep sends single.
+    delivery = DeliveryWatch(
+        engine.kube, timeout=settings.delivery_timeout, console_url=settings.console_url,
+        api_url=settings.api_url, decision_key=load_key(settings.decision_key_file),
+    )
+    deliverer = asyncio.create_task(delivery.follow(namespaces), name="delivery")
 
     @kopf.on.cleanup(registry=registry)
     async def stop_ttl_reaper(**_: Any) -> None:
         # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
         # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        deliverer.cancel()
+        await asyncio.gather(reaper, deliverer, return_exceptions=True)
 
     try:
         await kopf.operator(
@@ -155,7 +166,8 @@ async def run_operator(
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        deliverer.cancel()
+        await asyncio.gather(reaper, deliverer, return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
 
@@ -214,6 +226,17 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     namespaces = args.namespace or [
         ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
     ]
+    stop_tracing = configure_tracing()  # off unless the OTEL_* variables ask for it
+    try:
+        _run(args, settings, namespaces, tools)
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # sends the spans still buffered
+    return 0
+
+
+def _run(args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None) -> None:
+    env = os.environ
     asyncio.run(
         run_operator(
             settings,
@@ -228,7 +251,6 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
             install_policy=args.install_admission_policy,
         )
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -82,8 +82,11 @@ class ScopedTools:
             write_api_client=api_client,
             kubeconfig=tools.kubeconfig if tools else None,
             tool_workdir=str(tools.workdir) if tools else None,
-            # Prometheus has no per-namespace authorization: only cluster-wide runs query it.
-            prometheus_url=settings.prometheus_url if cluster_wide else None,
+            # Prometheus and Alertmanager have no authorization of their own: a scoped run's
+            # queries and alerts are confined to its namespaces by the tools (promql_scope.py).
+            prometheus_url=settings.prometheus_url,
+            alertmanager_url=settings.alertmanager_url,
+            metrics_namespace_label=settings.prometheus_namespace_label,
             runbook_dirs=list(settings.runbook_dirs) or None,
             # Runbooks are the admin's (configured namespaces), read as the cluster-wide account.
             runbook_api_client=runbook_client,

@@ -39,7 +39,8 @@ from kopf._core.intents import handlers as kopf_handlers
 from lestrade.resources.constants import GROUP, VERSION
 from lestrade.runs.views import KINDS, view_of
 
-from lestrade.operator.triggers import event_source
+from lestrade.operator.mcpservers import daemon as mcpservers
+from lestrade.operator.triggers import event_source, route_check
 from lestrade.operator.triggers import schedules
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.runs.jobs import RUN_UID_LABEL
@@ -170,6 +171,8 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         _without_finalizer(registry)
     schedules.register(registry)
     event_source.register(registry)
+    mcpservers.register(registry)
+    route_check.register(registry)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

@@ -17,6 +17,7 @@ import sys
 from lestrade.resources.constants import INVESTIGATION_KIND
 from lestrade.runs.views import KINDS
 
+from lestrade.operator.base.telemetry import configure_tracing
 from lestrade.operator.base.engine import ToolsFactory
 from lestrade.operator.base.settings import OperatorSettings
 
@@ -36,6 +37,9 @@ async def _run(
     from lestrade.operator.base.recorder import EventRecorder
 
     engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
+    from lestrade.operator.mcpservers.reconcile import load_for_run
+
+    engine.mcp.loader = lambda namespace, shared: load_for_run(engine, namespace, shared)
     view_class = KINDS[kind]
     try:
         try:
@@ -72,7 +76,12 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     parser.add_argument("--kubeconfig", default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_run(args.kind, args.namespace, args.name, args.kubeconfig, tools))
+    stop_tracing = configure_tracing()  # the operator passes its OTEL_* endpoint on
+    try:
+        return asyncio.run(_run(args.kind, args.namespace, args.name, args.kubeconfig, tools))
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS
 __all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
            "PUBLIC_PREFIXES", "requester_annotations"]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready"})
-PUBLIC_PREFIXES = ("/console/",)
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready",
+                          # Slack's callbacks carry Slack's signature, not a token (api/slack)
+                          "/api/slack/interactions"})
+PUBLIC_PREFIXES = ("/console/",
+                   # a signed decision link is its own credential (api/decisions)
+                   "/api/delivery/decisions/")
 """The web console's page and files hold no data (console.py); its data needs a token."""
 
 

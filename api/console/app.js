@@ -164,10 +164,20 @@ function approvals(detail, path, refresh) {
     note);
 }
 
+// What the HTTP client said about the chat (request_source, source_ref, user_id, ...): its claims.
+function requestLine(request) {
+  const labels = { request_source: "source", source_ref: "ref", user_id: "user", user_email: "email",
+    conversation_id: "client id", meta: "meta" };
+  const parts = Object.entries(labels).filter(([key]) => request[key]).map(([key, label]) => `${label} ${request[key]}`);
+  return parts.length ? h("p", { class: "meta request", id: "request" }, `asked via ${parts.join(" · ")}`) : null;
+}
+
 function timelineItem(item) {
   switch (item.kind) {
     case "turn": return h("div", { class: "turn" }, `Turn ${item.index + 1}`);
-    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text));
+    // what the person asked; the prompt built around it (sections, reminders, time) on demand
+    case "user": return h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, item.text),
+      item.prompt ? h("details", { class: "prompt" }, h("summary", {}, "show prompt"), h("pre", { class: "output" }, item.prompt)) : null);
     case "assistant": return h("div", { class: "msg assistant" }, h("div", { class: "who" }, "model"), markdown(item.text));
     case "tool_call": return h("details", { class: `tool ${item.status}`, dataset: { call: item.id } },
       h("summary", {}, h("code", {}, item.name), " ", h("span", { class: "muted" }, item.description || JSON.stringify(item.params)),
@@ -184,6 +194,14 @@ function timelineItem(item) {
   }
 }
 
+// A finding's evidence link: opens that tool call in the timeline, with its output.
+function openCall(id) {
+  const call = [...main.querySelectorAll("#timeline details.tool")].find((d) => d.dataset.call === id);
+  if (!call) return;
+  call.open = true;
+  call.scrollIntoView({ block: "center" });
+}
+
 function renderRun(detail, path, refresh) {
   const s = detail.summary;
   const conversation = s.kind === "Conversation";
@@ -191,6 +209,15 @@ function renderRun(detail, path, refresh) {
   const sections = named.length
     ? h("details", { class: "card sections", id: "sections" }, h("summary", {}, `Sections (${named.length})`),
       named.map(([title, text]) => h("section", { class: "section" }, h("h4", {}, title), markdown(text))))
+    : null;
+  const findings = (s.findings || []).length
+    ? h("section", { class: "card findings", id: "findings" },
+      h("h3", {}, `Findings (${s.groundedFindings || ""} grounded)`),
+      s.findings.map((f) => h("div", { class: `finding ${f.grounded ? "grounded" : "ungrounded"}` },
+        h("div", { class: "muted" }, f.section), markdown(f.text),
+        h("div", { class: "evidence" }, f.grounded ? "evidence: " : `⚠ ${f.problem}${f.evidence.length ? " — cited: " : ""}`,
+          f.evidence.map((id) => h("a", { href: `#call-${id}`, class: "cite", dataset: { call: id },
+            onclick: (e) => { e.preventDefault(); openCall(id); } }, id))))))
     : null;
   const askForm = conversation ? h("form", { id: "ask", class: "card", onsubmit: async (e) => {
     e.preventDefault();
@@ -212,8 +239,10 @@ function renderRun(detail, path, refresh) {
     h("p", { class: "meta" }, `${s.kind} ${s.namespace}/${s.name} · model ${s.model || "default"} · ${s.steps} steps · `,
       h("span", { id: "tokens" }, `${s.usage.totalTokens} tokens`), ` · ${cost(s.usage)}`,
       s.message ? h("span", { class: "muted" }, ` · ${s.message}`) : null),
+    requestLine(s.request || {}),
     approvals(detail, path, refresh),
     !conversation && s.answer ? h("section", { class: "card analysis", id: "analysis" }, h("h3", {}, "Analysis"), markdown(s.answer)) : null,
+    !conversation ? findings : null,
     !conversation ? sections : null,
     h("section", { class: "timeline", id: "timeline" }, h("h3", {}, conversation ? "Conversation" : "Timeline"),
       detail.timeline.map(timelineItem)),

@@ -38,7 +38,7 @@ from lestrade.resources import (
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
 )
-from lestrade.runs.summary import run_summary, timeline
+from lestrade.runs.summary import asks_of, run_summary, timeline
 
 from lestrade.api.base.auth import Verdict, requester_annotations, writer_for
 from lestrade.api.holmes.chats import ClientError, apiserver_refusal, check_model
@@ -144,7 +144,7 @@ def _with_kind(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 def _light(summary: dict[str, Any]) -> dict[str, Any]:
     """A list row: the summary without the (possibly long) answer."""
-    return {k: v for k, v in summary.items() if k not in ("answer", "sections")}
+    return {k: v for k, v in summary.items() if k not in ("answer", "sections", "findings")}
 
 
 async def _visible(request: Request, plural: str, namespace: str) -> bool:
@@ -176,7 +176,7 @@ async def run(plural: str, namespace: str, name: str, request: Request) -> dict[
     obj = _with_kind(plural, obj)
     state = await svc.follower.transcript(obj)
     return {
-        "summary": run_summary(obj), "timeline": timeline(state),
+        "summary": run_summary(obj), "timeline": timeline(state, asks=asks_of(obj)),
         "mayDecide": await may(request, "patch", plural, namespace), "user": _user(request),
     }
 

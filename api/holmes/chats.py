@@ -22,6 +22,7 @@ from typing import Any
 from lestrade.config import ConfigError, ModelList
 from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
+from lestrade.resources.constants import REQUEST_ANNOTATIONS
 from lestrade.resources.conversation import MAX_ASK_LENGTH, MAX_IMAGE_URL_LENGTH, MAX_TURN_IMAGES
 from lestrade.runs.views import ConversationView
 
@@ -51,20 +52,34 @@ IMPORTED_HEADER = (
 
 
 def api_object(
-    kind: str, name: str, endpoint: str, writer: Kube | Acting | None, spec: dict[str, Any]
+    kind: str, name: str, endpoint: str, writer: Kube | Acting | None, spec: dict[str, Any],
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a resource the API creates for a caller: made by the API (label), through
-    which endpoint, and who asked (the requester annotations, true because written as the caller)."""
+    which endpoint, and who asked (the requester annotations, true because written as the caller;
+    `annotations`: what the client said about its request, `request_annotations`)."""
     return {
         "apiVersion": API_VERSION,
         "kind": kind,
         "metadata": {
             "name": name,
             "labels": {CREATED_BY_LABEL: "lestrade-api"},
-            "annotations": {ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
+            "annotations": {**(annotations or {}), ENDPOINT_ANNOTATION: endpoint, **requester_annotations(writer)},
         },
         "spec": spec,
     }
+
+
+def request_annotations(req: Any) -> dict[str, str]:
+    """The request's conversation_id, user_id, user_email, request_source, source_ref and meta
+    as annotations (REQUEST_ANNOTATIONS; `meta` as JSON), those it sent."""
+    found: dict[str, str] = {}
+    for field, key in REQUEST_ANNOTATIONS.items():
+        value = getattr(req, field, None)
+        if value is None or value == "":
+            continue
+        found[key] = json.dumps(value, sort_keys=True, default=str) if field == "meta" else str(value)
+    return found
 
 class ClientError(Exception):
     """A request the server cannot honour because of what the client sent."""
@@ -190,6 +205,7 @@ class ChatStore:
         frontend_tools: list[dict[str, Any]] | None = None,
         images: list[dict[str, Any]] | None = None,
         writer: Kube | Acting | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> RunCursor:
         name = f"chat-{secrets.token_hex(8)}"
         spec: dict[str, Any] = {
@@ -208,7 +224,7 @@ class ChatStore:
             spec["systemPrompt"] = system_prompt
         try:
             await (writer or self.kube).create(
-                self._path(), api_object(CONVERSATION_KIND, name, endpoint, writer, spec)
+                self._path(), api_object(CONVERSATION_KIND, name, endpoint, writer, spec, annotations)
             )
         except ApiException as exc:
             raise apiserver_refusal(exc, "body") from exc
@@ -216,8 +232,21 @@ class ChatStore:
 
     # -- follow-ups -------------------------------------------------------------------------------
 
-    def target(self, conversation_id: str | None, history: list[dict[str, Any]] | None) -> str | None:
+    def target(self, conversation_id: str | None, history: list[dict[str, Any]] | None,
+               watch_objects: dict[tuple[str, str], dict[str, Any]] | None = None) -> str | None:
+        """The Conversation a request continues: named by conversation_id, or started by this
+        client with that id (its `lestrade.dev/conversation-id`), or named in the history.
+        An id nobody knows comes back as is (a decision for it is a 404; an ask starts a new
+        Conversation recording it: `known`)."""
+        if conversation_id and watch_objects is not None and (self.namespace, conversation_id) not in watch_objects:
+            key = REQUEST_ANNOTATIONS["conversation_id"]
+            for (namespace, name), obj in watch_objects.items():
+                if namespace == self.namespace and ((obj.get("metadata") or {}).get("annotations") or {}).get(key) == conversation_id:
+                    return name
         return conversation_id or _history_conversation(history)
+
+    async def known(self, name: str) -> bool:
+        return await self.follower.get(CONVERSATION_PLURAL, self.namespace, name) is not None
 
     async def ask(
         self, name: str, ask: str, *, field: str, model: str | None, approvals: bool,

@@ -17,8 +17,17 @@ from lestrade.resources import CONVERSATION_PLURAL
 from lestrade.resources.tool_names import BUILTIN_TOOL_NAMES
 
 from lestrade.api.base.auth import authorize, writer_for
-from lestrade.api.holmes.chats import ChatStore, ClientError, check_history, check_images, check_model, check_response_format
+from lestrade.api.holmes.chats import (
+    ChatStore,
+    ClientError,
+    check_history,
+    check_images,
+    check_model,
+    check_response_format,
+    request_annotations,
+)
 from lestrade.api.holmes.events import tool_calls_of
+from lestrade.api.holmes.requests import REQUEST_ID_HEADER, error_response, new_request_id
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import (
     ChatRequest,
@@ -79,8 +88,11 @@ async def _start_chat(
     results = getattr(req, "frontend_tool_results", None) or []
     frontend_tools = [t.model_dump() for t in getattr(req, "frontend_tools", None) or []]
     approvals = bool(getattr(req, "enable_tool_approval", False))
-    target = store.target(req.conversation_id, req.conversation_history)
+    objects = svc.watches["conversations"].objects
+    target = store.target(req.conversation_id, req.conversation_history, objects)
     if decisions or results:
+        # a resume-only turn (`ask` empty or left out): the stored history goes on, and no
+        # user message is added
         await _allow(request, "patch")
         return await store.decide(
             target, decisions, results, svc.watches["conversations"].objects,
@@ -95,6 +107,8 @@ async def _start_chat(
     controls = getattr(req, "behavior_controls", None)
     response_format = getattr(req, "response_format", None)
     images = check_images(getattr(req, "images", None))
+    if target and req.conversation_id and target == req.conversation_id and not await store.known(target):
+        target = None  # the client's own id for a new chat: recorded on the Conversation it starts
     if target:
         await _allow(request, "patch")
         # additional_system_prompt is not honoured here: the system prompt is fixed when the
@@ -110,28 +124,28 @@ async def _start_chat(
         req.ask, endpoint=endpoint, model=model, approvals=approvals,
         system_prompt="\n\n".join(additions)[:CONTEXT_LIMIT] or None, history=req.conversation_history,
         behavior_controls=controls, response_format=response_format, frontend_tools=frontend_tools,
-        images=images, writer=writer_for(request, svc.kube),
+        images=images, writer=writer_for(request, svc.kube), annotations=request_annotations(req),
     )
 
 
 async def _answer(svc: Services, cursor: RunCursor, request: Request) -> JSONResponse:
     """Waits for the turn to end and answers as HolmesGPT's chat endpoints do."""
+    request_id = new_request_id()
     last, snapshot = await streams.last_event(svc, cursor, request, "conversation_id")
     state = snapshot.transcript
     since = state.turns.get(cursor.turn or 0, 0)
     if last.name == "error":
-        status = 429 if last.data.get("error_code") == 5204 else 500
-        return JSONResponse({"detail": last.data["msg"], **last.data, "conversation_id": cursor.name}, status)
+        return error_response(last.data, {"conversation_id": cursor.name}, request_id)
     body = ChatResponse(
         analysis=last.data.get("analysis"),
         conversation_history=last.data.get("conversation_history") or [],
         tool_calls=tool_calls_of(state, since),
         follow_up_actions=last.data.get("follow_up_actions") or [],
         pending_approvals=last.data.get("pending_approvals") if last.name == "approval_required" else None,
-        metadata=last.data.get("metadata") or {},
+        metadata={**(last.data.get("metadata") or {}), "request_id": request_id},
         conversation_id=cursor.name,
     )
-    return JSONResponse(body.model_dump(mode="json"))
+    return JSONResponse(body.model_dump(mode="json"), headers={REQUEST_ID_HEADER: request_id})
 
 
 async def _chat(request: Request, req: Any, *, stream: bool, endpoint: str, system_prompt: str | None = None) -> Response:

@@ -8,6 +8,7 @@ does: a call that would need approval becomes an error the model sees, and nobod
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -20,10 +21,12 @@ from lestrade.resources import INVESTIGATION_KIND, INVESTIGATION_PLURAL
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError, api_object, apiserver_refusal, check_model
 from lestrade.api.holmes.events import tool_calls_of
+from lestrade.api.holmes.requests import REQUEST_ID_HEADER, error_response, new_request_id
 from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import InvestigateRequest, InvestigationResponse, WorkloadHealthRequest
 from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.workload import HEALTH_RESPONSE_FORMAT, HEALTH_SECTIONS, HealthAnswerError, health_answer
 
 __all__ = ["router"]
 
@@ -71,26 +74,39 @@ def _health_spec(req: WorkloadHealthRequest, svc: Services) -> dict[str, Any]:
         "context": {"alert_history": req.alert_history, "alert_history_since_hours": req.alert_history_since_hours},
         "question": question,
         "model": check_model(svc.models, req.model),
+        # the JSON object the Robusta runner parses (workload.py)
+        "sections": HEALTH_SECTIONS,
+        "responseFormat": json.dumps(HEALTH_RESPONSE_FORMAT),
     }
 
 
-async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool) -> JSONResponse:
+async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool,
+                  health: bool = False) -> JSONResponse:
+    request_id = new_request_id()
     last, snapshot = await last_event(svc, cursor, request, "investigation")
     if last.name == "error":
-        status = 429 if last.data.get("error_code") == 5204 else 500
-        return JSONResponse({"detail": last.data["msg"], **last.data, "investigation": cursor.name}, status)
+        return error_response(last.data, {"investigation": cursor.name}, request_id)
     calls = tool_calls_of(snapshot.transcript) if tool_calls else []
     if not results:
         calls = [{**c, "result": {**c["result"], "data": None}} for c in calls]
+    analysis = last.data.get("analysis")
+    if health:
+        try:
+            analysis = json.dumps(health_answer(last.data.get("sections"), analysis))
+        except HealthAnswerError as exc:
+            # 502: the model, not the client, failed; the runner gets no prose to misparse
+            return JSONResponse({"detail": f"the model's answer is not a health verdict: {exc}",
+                                 "analysis": last.data.get("analysis"), "investigation": cursor.name,
+                                 "metadata": {"request_id": request_id}}, 502, headers={REQUEST_ID_HEADER: request_id})
     body = InvestigationResponse(
-        analysis=last.data.get("analysis"),
+        analysis=analysis,
         sections=last.data.get("sections"),
         tool_calls=calls,
         instructions=[],
-        metadata=last.data.get("metadata") or {},
+        metadata={**(last.data.get("metadata") or {}), "request_id": request_id},
         investigation=cursor.name,
     )
-    return JSONResponse(body.model_dump(mode="json"))
+    return JSONResponse(body.model_dump(mode="json"), headers={REQUEST_ID_HEADER: request_id})
 
 
 @router.post("/api/investigate", response_model=InvestigationResponse)
@@ -116,4 +132,5 @@ async def workload_health_check(req: WorkloadHealthRequest, request: Request) ->
     """A health check of one workload, as an Investigation with the ask as its question."""
     svc = services(request)
     cursor = await _create(request, svc, _health_spec(req, svc), "/api/workload_health_check")
-    return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results)
+    return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results,
+                         health=True)

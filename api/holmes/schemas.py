@@ -8,13 +8,18 @@ ignored, as HolmesGPT's own server does, so newer clients keep working.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lestrade.resources.conversation import MAX_ASK_LENGTH
 
+MAX_META_BYTES = 4096
+"""`meta` of a chat request, kept as an annotation of the Conversation."""
+
 __all__ = [
+    "MAX_META_BYTES",
     "ChatRequest",
     "IssueChatRequest",
     "WorkloadHealthChatRequest",
@@ -66,10 +71,10 @@ class ImageSpec(_Body):
 class _ChatFields(_Body):
     ask: str | None = Field(
         default=None,
-        min_length=1,
         max_length=MAX_ASK_LENGTH,
         description="The user's question. Required, except in a request that only resumes a "
-        "paused chat with tool_decisions or frontend_tool_results.",
+        "paused chat with tool_decisions or frontend_tool_results (then it may be \"\" or "
+        "left out: the chat goes on from its history, with no new user message).",
     )
     conversation_history: list[dict[str, Any]] | None = Field(
         default=None,
@@ -80,9 +85,24 @@ class _ChatFields(_Body):
     conversation_id: str | None = Field(
         default=None,
         max_length=253,
-        description="Lestrade extension: the Conversation to continue (every response says "
-        "it); found in conversation_history when omitted.",
+        description="The conversation to continue: a Conversation's name (every response says "
+        "it) or the client's own id of a chat it started with that id; an id the server does not "
+        "know starts a new Conversation recording it. Found in conversation_history when omitted.",
     )
+    user_id: str | None = Field(default=None, max_length=253, description="The client's user id (recorded, not verified).")
+    user_email: str | None = Field(default=None, max_length=320, description="The client's user email (recorded, not verified).")
+    request_source: str | None = Field(default=None, max_length=253,
+                                       description="Where the request comes from, e.g. slack, ui, api.")
+    source_ref: str | None = Field(default=None, max_length=2048,
+                                   description="A reference in that source, e.g. a Slack thread URL.")
+    meta: dict[str, Any] | None = Field(default=None, description="Free-form client metadata (at most 4 KiB as JSON).")
+
+    @field_validator("meta")
+    @classmethod
+    def _small_meta(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value, default=str)) > MAX_META_BYTES:
+            raise ValueError(f"at most {MAX_META_BYTES} bytes as JSON")
+        return value
 
 
 class ChatRequest(_ChatFields):

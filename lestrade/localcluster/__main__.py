@@ -13,18 +13,21 @@ import threading
 import time
 from pathlib import Path
 
-from lestrade.localcluster.build import BuildError, cache_root, ensure_binaries
+from lestrade.localcluster.build import ALL_COMPONENTS, BuildError, cache_root, ensure_binaries
 from lestrade.localcluster.cluster import LocalCluster
 from lestrade.localcluster.processes import StartupError
-from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError, ensure_prometheus
-from lestrade.localcluster.versions import COMPONENTS
+from lestrade.localcluster.otelcol import OTELCOL_VERSION, OtelcolBuildError
+from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError
+from lestrade.localcluster.versions import COMPONENTS, RUN_COMPONENTS
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lestrade.localcluster")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
-    build.add_argument("components", nargs="*", help=f"default: all of {', '.join(COMPONENTS)}")
+    build.add_argument("components", nargs="*",
+                       help=f"components or binaries (default: what `make run` starts: {', '.join(RUN_COMPONENTS)})")
+    build.add_argument("--all", action="store_true", help=f"every pinned component: {', '.join(ALL_COMPONENTS)}")
     up = sub.add_parser("up", help="run a local control plane until Ctrl-C")
     up.add_argument("--kubeconfig", type=Path, default=Path(".lestrade/kubeconfig"))
     sub.add_parser("versions", help="print the pinned versions and the cache folder")
@@ -33,19 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             started = time.monotonic()
-            for binary, path in ensure_binaries(args.components or None).items():
+            names = list(ALL_COMPONENTS) if args.all else (args.components or None)
+            for binary, path in ensure_binaries(names).items():
                 print(f"{binary}: {path}")
-            if not args.components:  # the Prometheus toolset's tests query a real one
-                print(f"prometheus: {ensure_prometheus()}")
             print(f"ready in {time.monotonic() - started:.1f}s")
         elif args.command == "versions":
             for c in COMPONENTS.values():
                 print(f"{c.name} {c.version} ({c.module})")
             print(f"prometheus {PROMETHEUS_VERSION} (github.com/prometheus/prometheus)")
+            print(f"otelcol {OTELCOL_VERSION} (go.opentelemetry.io/collector + contrib fileexporter)")
             print(f"cache: {cache_root()}")
         else:
             return _up(args.kubeconfig)
-    except (BuildError, PrometheusBuildError, StartupError) as exc:
+    except (BuildError, PrometheusBuildError, OtelcolBuildError, StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -64,7 +65,7 @@ def _go_module_files(version: str) -> dict[str, str]:
     }
 
 
-def ensure_prometheus(version: str = PROMETHEUS_VERSION) -> Path:
+def ensure_prometheus(version: str = PROMETHEUS_VERSION, *, progress: Callable[[str], None] | None = None) -> Path:
     """Return the cached Prometheus binary, building it first if needed.
 
     Concurrent callers (parallel test processes) serialise on a lock file, so only one builds.
@@ -84,6 +85,8 @@ def ensure_prometheus(version: str = PROMETHEUS_VERSION) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _is_executable(target):  # another process built it while we waited
             return target
+        if progress is not None:
+            progress(f"compiling prometheus (no service discovery plugins; log {log_path})")
         _build(go, version, target, log_path)
     return target
 
@@ -146,8 +149,14 @@ class PrometheusServer:
         scrape_interval: str = "1s",
         binary: Path | None = None,
         ready_timeout: float = 60.0,
+        rules: str | None = None,
+        alertmanager: str | None = None,
     ) -> None:
+        """`rules`: a rule file's YAML (alerting and recording rules); `alertmanager`: the
+        `host:port` its alerts are sent to."""
         self.targets = targets
+        self.rules = rules
+        self.alertmanager = alertmanager
         self.scrape_interval = scrape_interval
         self.binary = binary
         self.ready_timeout = ready_timeout
@@ -158,7 +167,7 @@ class PrometheusServer:
 
     def _config(self) -> str:
         targets = ", ".join(f'"{t}"' for t in self.targets)
-        return (
+        text = (
             "global:\n"
             f"  scrape_interval: {self.scrape_interval}\n"
             f"  evaluation_interval: {self.scrape_interval}\n"
@@ -166,12 +175,19 @@ class PrometheusServer:
             "  - job_name: lestrade-test\n"
             f"    static_configs:\n      - targets: [{targets}]\n"
         )
+        if self.rules:
+            text += "rule_files: [rules.yml]\n"
+        if self.alertmanager:
+            text += f'alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ["{self.alertmanager}"]\n'
+        return text
 
     def start(self) -> "PrometheusServer":
         binary = self.binary or ensure_prometheus()
         self._tmp = tempfile.TemporaryDirectory(prefix="lestrade-prometheus-")
         work = Path(self._tmp.name)
         (work / "prometheus.yml").write_text(self._config())
+        if self.rules:
+            (work / "rules.yml").write_text(self.rules)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log = open(work / "prometheus.log", "wb")

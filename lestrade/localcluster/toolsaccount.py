@@ -25,10 +25,13 @@ SCOPES_NAMESPACE = "lestrade-scopes"
 
 
 def tools_read_rules(template: Path = _RBAC_TEMPLATE, suffix: str = "-tools-read") -> list[dict[str, Any]]:
-    """The rules of the chart's `-tools-read` ClusterRole (they contain no template code)."""
+    """The static rules of the chart's `-tools-read` ClusterRole: those before any template code
+    (`tools.extraReadRules` is appended by a `range` after them, and is empty by default)."""
     for document in template.read_text().split("\n---\n"):
         if re.search(r"^kind: ClusterRole$", document, re.M) and re.search(rf"{suffix}$", document, re.M):
             rules_text = document[document.index("\nrules:") :]
+            if "{{" in rules_text:
+                rules_text = rules_text[: rules_text.rindex("\n", 0, rules_text.index("{{"))]
             return list(yaml.safe_load(rules_text)["rules"])
     raise ValueError(f"no {suffix} ClusterRole in {template}")
 

@@ -75,6 +75,10 @@ class Usage(_Strict):
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
     total_tokens: int | None = Field(default=None, ge=0)
+    cached_tokens: int | None = Field(
+        default=None, ge=0, description="reported as usage.prompt_tokens_details.cached_tokens, as OpenAI "
+        "(and litellm for Anthropic's cache reads) report a prompt-cache hit"
+    )
 
 
 class Step(_Strict):
@@ -150,6 +154,8 @@ class Scenario(_Strict):
     step_counting: Literal["conversation", "turn"] = "conversation"
     after_last: Literal["repeat", "error"] = "repeat"
     latency_ms: int | None = Field(default=None, ge=0)
+    ignores_response_format: bool = False
+    """Plays a provider without structured output: `response_format` is accepted and ignored."""
 
     @field_validator("name")
     @classmethod

@@ -289,7 +289,7 @@ class ScriptedModelServer:
             reply = render_reply(scenario, selection, conversation, fault)
         except TemplateRenderError as exc:
             return _error(500, f"scenario {scenario.name!r} {selection.key}: {exc}", "server_error")
-        if not reply.tool_calls:
+        if not reply.tool_calls and not scenario.ignores_response_format:
             content = wire.apply_response_format(reply.content, body.get("response_format"))
             reply = dataclasses.replace(reply, content=content)
         usage = wire.usage_for(body, reply, step.usage)

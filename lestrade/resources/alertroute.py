@@ -29,6 +29,7 @@ from lestrade.resources.common import (
     parse_duration,
 )
 from lestrade.resources.constants import ALERTROUTE_KIND, API_VERSION
+from lestrade.resources.destination import DeliverTo
 from lestrade.resources.investigation import MAX_STEPS_LIMIT, SectionText
 
 __all__ = [
@@ -223,6 +224,12 @@ class InvestigationTemplate(WireModel):
         ge=0,
         description="The Investigation's spec.ttlSecondsAfterFinished: finished "
         "Investigations of an alert storm need not stay forever.",
+    )
+    deliver: list[DeliverTo] | None = Field(
+        default=None,
+        max_length=16,
+        description="The Investigation's spec.deliver: Destinations (in the route's namespace) "
+        "its result is sent to, each with a condition (Always, OnFailure, OnFinding).",
     )
 
 

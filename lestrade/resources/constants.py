@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "REQUEST_ANNOTATIONS",
     "GROUP",
     "VERSION",
     "API_VERSION",
@@ -30,6 +31,15 @@ __all__ = [
     "SCHEDULED_PLURAL",
     "SCHEDULED_SINGULAR",
     "SCHEDULED_SHORT_NAME",
+    "MCPSERVER_KIND",
+    "MCPSERVER_PLURAL",
+    "MCPSERVER_SINGULAR",
+    "MCPSERVER_SHORT_NAME",
+    "CONDITION_READY",
+    "DESTINATION_KIND",
+    "DESTINATION_PLURAL",
+    "DESTINATION_SINGULAR",
+    "DESTINATION_SHORT_NAME",
     "CONDITION_SUCCEEDED",
     "CONDITION_AWAITING_APPROVAL",
     "CONDITION_ANSWERED",
@@ -60,8 +70,29 @@ SCHEDULED_PLURAL: Final = "scheduledinvestigations"
 SCHEDULED_SINGULAR: Final = "scheduledinvestigation"
 SCHEDULED_SHORT_NAME: Final = "sinv"
 
+MCPSERVER_KIND: Final = "MCPServer"
+MCPSERVER_PLURAL: Final = "mcpservers"
+MCPSERVER_SINGULAR: Final = "mcpserver"
+MCPSERVER_SHORT_NAME: Final = "mcp"
+DESTINATION_KIND: Final = "Destination"
+DESTINATION_PLURAL: Final = "destinations"
+DESTINATION_SINGULAR: Final = "destination"
+DESTINATION_SHORT_NAME: Final = "dest"
+
 # Condition types the operator maintains (the GUIDE promises `kubectl wait
 # --for=condition=Succeeded` on an Investigation).
 CONDITION_SUCCEEDED: Final = "Succeeded"
 CONDITION_AWAITING_APPROVAL: Final = "AwaitingApproval"
 CONDITION_ANSWERED: Final = "Answered"
+CONDITION_READY: Final = "Ready"
+
+# What an HTTP client says about a chat request (HolmesGPT's request fields), recorded on the
+# Conversation it created: the client's claims, not verified (unlike lestrade.dev/requested-by).
+REQUEST_ANNOTATIONS: dict[str, str] = {
+    "conversation_id": "lestrade.dev/conversation-id",
+    "user_id": "lestrade.dev/user-id",
+    "user_email": "lestrade.dev/user-email",
+    "request_source": "lestrade.dev/request-source",
+    "source_ref": "lestrade.dev/source-ref",
+    "meta": "lestrade.dev/meta",
+}

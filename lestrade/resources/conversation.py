@@ -31,6 +31,7 @@ from lestrade.resources.common import (
     WireModel,
     cel_rule,
 )
+from lestrade.resources.destination import DeliverTo, DeliveryRecord
 from lestrade.resources.tenancy import Requester, RunScope
 from lestrade.resources.constants import API_VERSION, CONVERSATION_KIND
 
@@ -410,6 +411,13 @@ class ConversationSpec(WireModel):
         description="true: closed (context-store DELETE): the messages stay readable, but no "
         "turn or message can be added any more. Cannot be undone.",
     )
+    deliver: list[DeliverTo] | None = Field(
+        default=None,
+        max_length=16,
+        description="Destinations (in this namespace) the operator sends each turn's result "
+        "to, each with a condition: Always, OnFailure or OnFinding. Recorded in "
+        "status.deliveries.",
+    )
 
     def timeout_seconds(self) -> float | None:
         """spec.timeout in seconds, or None when unset."""
@@ -524,6 +532,18 @@ class ConversationStatus(WireModel):
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
+    )
+    delivery: str | None = Field(
+        default=None,
+        max_length=16,
+        description="Pending while spec.deliver has messages to send, Done once every one is "
+        "Sent or Failed (see deliveries).",
+    )
+    deliveries: list[DeliveryRecord] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Each message to a destination of spec.deliver: state, attempts, last error.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
     )
     kopf: dict[str, Any] | None = Field(
         default=None,

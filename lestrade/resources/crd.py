@@ -25,6 +25,10 @@ from lestrade.resources.constants import (
     CONVERSATION_PLURAL,
     CONVERSATION_SHORT_NAME,
     CONVERSATION_SINGULAR,
+    DESTINATION_KIND,
+    DESTINATION_PLURAL,
+    DESTINATION_SHORT_NAME,
+    DESTINATION_SINGULAR,
     GROUP,
     SCHEDULED_KIND,
     SCHEDULED_PLURAL,
@@ -34,9 +38,14 @@ from lestrade.resources.constants import (
     INVESTIGATION_PLURAL,
     INVESTIGATION_SHORT_NAME,
     INVESTIGATION_SINGULAR,
+    MCPSERVER_KIND,
+    MCPSERVER_PLURAL,
+    MCPSERVER_SHORT_NAME,
+    MCPSERVER_SINGULAR,
     VERSION,
 )
 from lestrade.resources.conversation import ConversationSpec, ConversationStatus
+from lestrade.resources.destination import DestinationSpec, DestinationStatus
 from lestrade.resources.investigation import (
     SELECTABLE_FIELDS,
     InvestigationSpec,
@@ -44,6 +53,7 @@ from lestrade.resources.investigation import (
     finished_is_final_rule,
     immutability_rule,
 )
+from lestrade.resources.mcpserver import MCPServerSpec, MCPServerStatus, server_name_rule
 from lestrade.resources.scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
 from lestrade.resources.schema import structural_schema
 
@@ -108,6 +118,8 @@ INVESTIGATION = CrdDefinition(
         _column("Steps", ".status.steps", "integer", "Model calls made so far."),
         _column("Tools", ".status.toolCallCount", "integer", "Tool calls made so far."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
+        _column("Grounded", ".status.groundedFindings", "string",
+                "Findings that cite the tool calls they rest on, of all findings.", priority=1),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
         _column("Title", ".spec.title", "string", "The problem investigated.", priority=1),
         _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),
@@ -139,10 +151,15 @@ CONVERSATION = CrdDefinition(
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
         _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),
+        _column("Source", ".metadata.annotations.lestrade\\.dev/request-source", "string",
+                "Where an HTTP client said the chat comes from (request_source).", priority=1),
+        _column("User", ".metadata.annotations.lestrade\\.dev/user-id", "string",
+                "The user an HTTP client named (user_id; not verified).", priority=1),
         _column("Message", ".status.message", "string", "Current state or error.", priority=1),
         _AGE,
     ],
     file_name="conversation.yaml",
+    selectable_fields=(".status.delivery",),
 )
 
 ALERTROUTE = CrdDefinition(
@@ -159,12 +176,18 @@ ALERTROUTE = CrdDefinition(
     spec_model=AlertRouteSpec,
     status_model=AlertRouteStatus,
     columns=[
+        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string",
+                "Whether the route can match alerts (False: see Reason and the condition's message)."),
+        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string",
+                "Why the route is (not) ready, e.g. AnyNamespaceNotAllowed."),
         _column("Matched", ".status.matched", "integer", "Firing alerts that matched."),
         _column("Created", ".status.created", "integer", "Investigations created."),
         _column("Deduplicated", ".status.deduplicated", "integer", "Alerts already investigated."),
         _column("Dropped", ".status.dropped", "integer", "Alerts dropped by a limit."),
         _column("Last", ".status.lastInvestigation.name", "string", "Latest Investigation.",
                 priority=1),
+        _column("Message", '.status.conditions[?(@.type=="Ready")].message', "string",
+                "The Ready condition's message.", priority=1),
         _AGE,
     ],
     root_rules=[route_name_rule()],
@@ -196,7 +219,59 @@ SCHEDULED = CrdDefinition(
     file_name="scheduledinvestigation.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED)
+MCPSERVER = CrdDefinition(
+    kind=MCPSERVER_KIND,
+    plural=MCPSERVER_PLURAL,
+    singular=MCPSERVER_SINGULAR,
+    short_name=MCPSERVER_SHORT_NAME,
+    description=(
+        "An MCPServer is a remote MCP tool server (streamable HTTP or SSE) whose tools the "
+        "runs of its namespace use, seen by the model as <name>__<tool>. The operator connects, "
+        "lists the tools into status and keeps the Ready condition; the cluster admin may share "
+        "a server with other namespaces (mcpServers in the scope policy)."
+    ),
+    spec_model=MCPServerSpec,
+    status_model=MCPServerStatus,
+    columns=[
+        _column("URL", ".spec.url", "string", "The server's endpoint."),
+        _column("Ready", ".status.conditions[?(@.type=='Ready')].status", "string", "Connected, tools listed."),
+        _column("Tools", ".status.toolCount", "integer", "Tools offered to runs."),
+        _column("Reason", ".status.conditions[?(@.type=='Ready')].reason", "string", "Why (not) ready."),
+        _column("Transport", ".spec.transport", "string", "StreamableHTTP or SSE.", priority=1),
+        _column("Error", ".status.lastError", "string", "The latest failure.", priority=1),
+        _AGE,
+    ],
+    root_rules=[server_name_rule()],
+    file_name="mcpserver.yaml",
+)
+
+DESTINATION = CrdDefinition(
+    kind=DESTINATION_KIND,
+    plural=DESTINATION_PLURAL,
+    singular=DESTINATION_SINGULAR,
+    short_name=DESTINATION_SHORT_NAME,
+    description=(
+        "A Destination is where the operator sends a run's result: a generic webhook (a "
+        "versioned JSON payload signed with HMAC-SHA256), Slack (Block Kit) or Microsoft Teams "
+        "(an Adaptive Card). Investigations and Conversations name destinations in "
+        "spec.deliver; each send is recorded in the run's status.deliveries."
+    ),
+    spec_model=DestinationSpec,
+    status_model=DestinationStatus,
+    columns=[
+        _column("Type", ".spec.type", "string", "Webhook, Slack or Teams."),
+        _column("Last", ".status.lastState", "string", "Sent or Failed: the latest send."),
+        _column("Run", ".status.lastRun", "string", "The run sent last.", priority=1),
+        _column("Sent", ".status.lastDeliveryTime", "date", "When the latest send ended."),
+        _column("Error", ".status.lastError", "string", "The latest send's error.", priority=1),
+        _AGE,
+    ],
+    file_name="destination.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (
+    INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED, MCPSERVER, DESTINATION,
+)
 
 
 def crd_name(plural: str) -> str:

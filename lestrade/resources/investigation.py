@@ -28,10 +28,12 @@ from lestrade.resources.common import (
     cel_rule,
     parse_duration,
 )
+from lestrade.resources.destination import DeliverTo, DeliveryRecord
 from lestrade.resources.tenancy import Requester, RunScope
 from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 
 __all__ = [
+    "Finding",
     "InvestigationPhase",
     "InvestigationSpec",
     "InvestigationStatus",
@@ -109,6 +111,14 @@ class InvestigationSpec(WireModel):
         description="Sections the analysis must have: title -> what to write in it. "
         "HolmesGPT's investigation sections when omitted.",
     )
+    response_format: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="Structured output: an OpenAI response_format as a JSON string (e.g. "
+        "{\"type\": \"json_schema\", \"json_schema\": {...}}) sent with the run's model calls "
+        "where the provider supports it (elsewhere the sections' instructions ask for the same "
+        "JSON object); the sections are then the object's fields.",
+    )
     max_steps: int | None = Field(
         default=None,
         ge=1,
@@ -154,10 +164,34 @@ class InvestigationSpec(WireModel):
         description="Approvals: tool call id (from status.pendingApprovals) -> "
         "{approved, reason}. The only field that may change while the run is in progress.",
     )
+    deliver: list[DeliverTo] | None = Field(
+        default=None,
+        max_length=16,
+        description="Destinations (in this namespace) the operator sends the result to, each "
+        "with a condition: Always, OnFailure or OnFinding. Recorded in status.deliveries.",
+    )
 
     def timeout_seconds(self) -> float | None:
         """spec.timeout in seconds, or None when not set."""
         return parse_duration(self.timeout) if self.timeout else None
+
+
+class Finding(WireModel):
+    """One conclusion of the analysis and the tool calls it rests on."""
+
+    section: str = Field(max_length=1024, description="The section of the analysis it is in.")
+    text: str = Field(max_length=4096, description="The finding as the model wrote it.")
+    evidence: list[str] = Field(
+        default_factory=list, max_length=50,
+        description="Ids of the tool calls it cites (status.toolCalls / the transcript).",
+    )
+    grounded: bool = Field(
+        description="True when it cites at least one call and every cited call is a call of the run.",
+    )
+    problem: str | None = Field(
+        default=None, max_length=1024,
+        description="Why it is not grounded: it cites no tool call, or calls the run never made.",
+    )
 
 
 class InvestigationStatus(WireModel):
@@ -182,6 +216,17 @@ class InvestigationStatus(WireModel):
     )
     sections: dict[str, str] | None = Field(
         default=None, description="The analysis split into the sections asked for in spec."
+    )
+    findings: list[Finding] | None = Field(
+        default=None,
+        max_length=40,
+        description="The analysis's findings (all sections but next steps and links), each with "
+        "the tool calls it cites as [evidence: id, ...]; a finding citing nothing or an unknown "
+        "call is flagged (grounded: false).",
+    )
+    grounded_findings: str | None = Field(
+        default=None,
+        description="Findings that cite calls of the run, of all findings, e.g. '4/5'.",
     )
     tool_calls: list[ToolCall] = Field(
         default_factory=list,
@@ -226,6 +271,18 @@ class InvestigationStatus(WireModel):
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
+    )
+    delivery: str | None = Field(
+        default=None,
+        max_length=16,
+        description="Pending while spec.deliver has messages to send, Done once every one is "
+        "Sent or Failed (see deliveries).",
+    )
+    deliveries: list[DeliveryRecord] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Each message to a destination of spec.deliver: state, attempts, last error.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
     )
     kopf: dict[str, Any] | None = Field(
         default=None,
@@ -327,7 +384,9 @@ def finished_is_final_rule() -> dict[str, Any]:
     )
 
 
-SELECTABLE_FIELDS: tuple[str, ...] = (".status.phase", ".spec.ttlSecondsAfterFinished")
+SELECTABLE_FIELDS: tuple[str, ...] = (
+    ".status.phase", ".spec.ttlSecondsAfterFinished", ".status.delivery",
+)
 """Fields the apiserver filters lists and watches by (`selectableFields` of the CRD): a
 watcher that only needs unfinished runs (the operator) or finished runs with a TTL (its TTL
 reaper) asks the apiserver for exactly those and never receives the others. A field that is

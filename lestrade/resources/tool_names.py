@@ -12,6 +12,8 @@ __all__ = ["BUILTIN_TOOL_NAMES"]
 
 BUILTIN_TOOL_NAMES: frozenset[str] = frozenset({
     "TodoWrite",
+    "alertmanager_alerts",
+    "alertmanager_silences",
     "bash",
     "fetch_runbook",
     "kubectl_delete_pod",
@@ -28,8 +30,11 @@ BUILTIN_TOOL_NAMES: frozenset[str] = frozenset({
     "kubectl_scale",
     "kubectl_top_nodes",
     "kubectl_top_pods",
+    "prometheus_alerts",
     "prometheus_instant_query",
     "prometheus_labels",
     "prometheus_range_query",
+    "prometheus_rules",
     "prometheus_series",
+    "what_changed",
 })

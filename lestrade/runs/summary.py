@@ -9,15 +9,15 @@ hostile (the console renders it as text, the plugin strips terminal control char
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lestrade.resources.common import FINISHED_PHASES
-from lestrade.resources.constants import CONVERSATION_KIND, INVESTIGATION_KIND
+from lestrade.resources.constants import CONVERSATION_KIND, INVESTIGATION_KIND, REQUEST_ANNOTATIONS
 from lestrade.runs.progress import call_arguments
 from lestrade.runs.transcript import RecordType, TranscriptState
 
-__all__ = ["run_summary", "timeline", "turn_start", "MAX_OUTPUT_CHARS", "is_finished"]
+__all__ = ["run_summary", "timeline", "asks_of", "turn_start", "MAX_OUTPUT_CHARS", "is_finished"]
 
 MAX_OUTPUT_CHARS = 20_000
 """Characters of one tool output a timeline carries (the transcript keeps all of it)."""
@@ -78,7 +78,16 @@ def run_summary(obj: Mapping[str, Any]) -> dict[str, Any]:
         "turns": len(spec.get("turns") or []) if kind == CONVERSATION_KIND else None,
         "answer": answer,
         "sections": status.get("sections") if kind == INVESTIGATION_KIND else None,
+        "findings": list(status.get("findings") or []) if kind == INVESTIGATION_KIND else None,
+        "groundedFindings": status.get("groundedFindings") if kind == INVESTIGATION_KIND else None,
+        "request": _request(meta),
     }
+
+
+def _request(meta: Mapping[str, Any]) -> dict[str, str]:
+    """What an HTTP client said about the request (REQUEST_ANNOTATIONS), by field name."""
+    annotations = meta.get("annotations") or {}
+    return {field: str(annotations[key]) for field, key in REQUEST_ANNOTATIONS.items() if annotations.get(key)}
 
 
 def turn_start(state: TranscriptState, turn: int | None) -> int:
@@ -95,22 +104,51 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def timeline(state: TranscriptState, since: int = 0) -> list[dict[str, Any]]:
+def asks_of(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the person asked in a run, as (shown, prefix) pairs in order: a user message of the
+    transcript that starts with `prefix` is shown as `shown`, the prompt around it (sections
+    instructions, reminders, the time) behind a toggle. A Conversation's turns are its asks; an
+    Investigation's ask is its title, description and question."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "Conversation" or "turns" in spec:
+        return [(str(t.get("ask") or ""), str(t.get("ask") or "")) for t in spec.get("turns") or [] if t.get("ask")]
+    title = str(spec.get("title") or "")
+    if not title:
+        return []
+    shown = "\n\n".join(str(p) for p in (title, spec.get("description"), spec.get("question")) if p)
+    # how the operator's prompt opens an Investigation (operator/agent/prompts.py)
+    return [(shown, f"Investigate this {spec.get('source') or 'kubernetes'} issue: {title}")]
+
+
+def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The records from `since` on as items a person reads, each with its `seq`: `turn`,
     `user`, `assistant`, `tool_call` (with `status`, `description`, `output` once known),
-    `approval`, `decision`, `tokens`, `compaction`, `answer`, `error`."""
+    `approval`, `decision`, `tokens`, `compaction`, `answer`, `error`.
+
+    With `asks` (`asks_of`), a user message that is a prompt built around an ask is shown as
+    the ask (`text`), with the whole message as `prompt`."""
     items: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
+    next_ask = 0
     for seq, record in enumerate(state.records):
+        kind = record.get("t")
+        if kind == RecordType.MESSAGE and (record.get("message") or {}).get("role") == "user":
+            content = _text((record.get("message") or {}).get("content"))
+            item: dict[str, Any] = {"seq": seq, "kind": "user", "text": content}
+            if next_ask < len(asks) and asks[next_ask][1] and content.startswith(asks[next_ask][1]):
+                item["text"] = asks[next_ask][0]
+                if content != item["text"]:
+                    item["prompt"] = content
+                next_ask += 1
+            if seq >= since:
+                items.append(item)
+            continue
         if seq < since:
             continue
-        kind = record.get("t")
         if kind == RecordType.MESSAGE:
             message = record.get("message") or {}
             role = message.get("role")
-            if role == "user":
-                items.append({"seq": seq, "kind": "user", "text": _text(message.get("content"))})
-            elif role == "assistant":
+            if role == "assistant":
                 text = _text(message.get("content"))
                 if text.strip():
                     items.append({"seq": seq, "kind": "assistant", "text": text})

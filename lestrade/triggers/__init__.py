@@ -8,6 +8,8 @@ Shared by every trigger so they agree on matching, naming and limits:
 - `templates.py`: the route's Investigation template, checked and rendered in a sandbox;
 - `naming.py`: the deterministic Investigation name per route, alert and dedup window, and
   the labels linking an Investigation to its route and alert;
+- `reach.py`: which routes are honoured where (Own everywhere, Any in the API's namespace or
+  where the admin allows), and why a route can never match;
 - `dispatch.py`: the whole step for a batch of alerts — match, deduplicate, apply the limits
   with optimistic concurrency on the route's status, create, count, record resolutions.
 """
@@ -22,6 +24,7 @@ from lestrade.triggers.naming import (
     ALERT_STARTS_AT_ANNOTATION,
     investigation_name,
 )
+from lestrade.triggers.reach import RoutePolicy, never_matches
 from lestrade.triggers.templates import TemplateError, check_template, render_template
 
 __all__ = [
@@ -41,4 +44,6 @@ __all__ = [
     "Dispatcher",
     "DispatchResult",
     "RouteOutcome",
+    "RoutePolicy",
+    "never_matches",
 ]

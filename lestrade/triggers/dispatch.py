@@ -46,6 +46,7 @@ from lestrade.timefmt import to_iso
 
 from lestrade.triggers.alerts import Alert
 from lestrade.triggers.matching import CompiledRoute, RouteError, compile_route
+from lestrade.triggers.reach import RoutePolicy, never_matches, ready_message
 from lestrade.triggers.naming import (
     ALERT_FINGERPRINT_LABEL,
     ALERT_RESOLVED_ANNOTATION,
@@ -87,6 +88,10 @@ class RouteOutcome:
     resolved: int = 0
     cancelled: list[str] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None
+    """The Ready condition's reason when the route is not usable (else derived from `error`)."""
+    unreachable: bool = False
+    """The route can see no alert (`reach.never_matches`): not part of the webhook's answer."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -101,7 +106,7 @@ class DispatchResult:
     routes: list[RouteOutcome]
 
     def as_dict(self) -> dict[str, Any]:
-        touched = [r for r in self.routes if r.matched or r.resolved or r.error]
+        touched = [r for r in self.routes if (r.matched or r.resolved or r.error) and not r.unreachable]
         return {
             "matched": sum(r.matched for r in self.routes),
             "created": sum(len(r.created) for r in self.routes),
@@ -137,17 +142,23 @@ class Dispatcher:
         self.now = now
 
     async def dispatch(
-        self, routes: Sequence[dict[str, Any]], alerts: Sequence[Alert], creator: Creator | None = None
+        self, routes: Sequence[dict[str, Any]], alerts: Sequence[Alert], creator: Creator | None = None,
+        *, policy: RoutePolicy | None = None, creator_for: Callable[[str], Creator] | None = None,
     ) -> DispatchResult:
-        """Every route against every alert; routes are handled concurrently."""
+        """Every route against every alert; routes are handled concurrently. With a `policy`,
+        routes that can see no alert under it match nothing and say why in their status;
+        `creator_for(namespace)` picks who creates a route's Investigations (else `creator`)."""
         outcomes = await asyncio.gather(
-            *(self._route(raw, alerts, creator or self.kube) for raw in routes)
+            *(self._route(raw, alerts, (creator_for or (lambda _: creator or self.kube))(
+                str((raw.get("metadata") or {}).get("namespace") or "")), policy)
+              for raw in routes)
         )
         return DispatchResult(list(outcomes))
 
     # -- one route --------------------------------------------------------------------------------
 
-    async def _route(self, raw: dict[str, Any], alerts: Sequence[Alert], creator: Creator) -> RouteOutcome:
+    async def _route(self, raw: dict[str, Any], alerts: Sequence[Alert], creator: Creator,
+                     policy: RoutePolicy | None = None) -> RouteOutcome:
         meta = raw.get("metadata") or {}
         outcome = RouteOutcome(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         try:
@@ -156,6 +167,13 @@ class Dispatcher:
         except (ValidationError, RouteError) as exc:
             outcome.error = str(exc) if isinstance(exc, RouteError) else f"spec: {exc.errors()[0]['msg']}"
             await self._record(outcome, raw, refund=0, claims_done=[])
+            return outcome
+        blocked = never_matches(route, policy) if policy is not None else None
+        if blocked is not None:
+            outcome.reason, outcome.error = blocked
+            outcome.unreachable = True
+            if not _says(raw, *blocked):  # said once, not re-read on every webhook
+                await self._record(outcome, raw, refund=0, claims_done=[])
             return outcome
         sources = set(route.spec.sources)
         mine = [a for a in alerts if a.source in sources]
@@ -360,6 +378,10 @@ class Dispatcher:
 
     async def _record(self, outcome: RouteOutcome, raw: dict[str, Any], *, refund: int, claims_done: list[str]) -> None:
         generation = (raw.get("metadata") or {}).get("generation")
+        try:
+            route: AlertRoute | None = AlertRoute.model_validate(raw)
+        except ValidationError:
+            route = None
         newest = outcome.created[-1] if outcome.created else None
         failed = set(claims_done) - set(outcome.created)
 
@@ -367,7 +389,8 @@ class Dispatcher:
             counted = outcome.matched or outcome.created or outcome.deduplicated or outcome.dropped or outcome.resolved
             before = next((c for c in status.conditions if c.type == CONDITION_READY), None)
             if not counted and before is not None and before.status == ("True" if outcome.error is None else "False") \
-                    and before.message == (outcome.error or before.message) and status.observed_generation == generation:
+                    and before.message == (outcome.error or before.message) and status.observed_generation == generation \
+                    and (outcome.reason is None or before.reason == outcome.reason):
                 return False  # nothing new to say: no write for routes that matched nothing
             status.matched += outcome.matched
             status.created += len(outcome.created)
@@ -385,8 +408,8 @@ class Dispatcher:
             ok = outcome.error is None or bool(outcome.created)
             ready = condition(
                 CONDITION_READY, outcome.error is None,
-                "Valid" if outcome.error is None else ("InvalidRoute" if not ok else "CreateFailed"),
-                outcome.error or "The route matches alerts and creates Investigations",
+                outcome.reason or ("Valid" if outcome.error is None else ("InvalidRoute" if not ok else "CreateFailed")),
+                outcome.error or (ready_message(route) if route else "The route creates Investigations"),
                 observed_generation=generation,
             )
             status.conditions = set_condition(status.conditions, ready)
@@ -459,6 +482,7 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
         max_tokens=template.max_tokens,
         max_cost=template.max_cost,
         ttl_seconds_after_finished=template.ttl_seconds_after_finished,
+        deliver=template.deliver,
         **({} if template.enable_tool_approval is None else {"enable_tool_approval": template.enable_tool_approval}),
     )
     annotations = {}
@@ -483,6 +507,15 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
 
 def _phase(item: dict[str, Any]) -> str | None:
     return (item.get("status") or {}).get("phase")
+
+
+def _says(raw: dict[str, Any], reason: str, message: str) -> bool:
+    """Whether the route's Ready condition already says this, for its current generation."""
+    status = raw.get("status") or {}
+    if status.get("observedGeneration") != (raw.get("metadata") or {}).get("generation"):
+        return False
+    return any(c.get("type") == CONDITION_READY and c.get("reason") == reason and c.get("message") == message
+               for c in status.get("conditions") or [])
 
 
 def _ready(raw: dict[str, Any]) -> bool:

@@ -64,6 +64,8 @@ GENERAL_INSTRUCTIONS = """\
 How to investigate:
 - Gather evidence before concluding; never invent resource names, values or log lines.
 - Start broad (status, events), then narrow (describe, logs, metrics) toward the cause.
+- Most incidents follow a change: early on, ask what_changed for the namespace (or the workload)
+  and check rollouts, config edits and scaling just before the symptoms began.
 - Call independent tools in the same turn; they run in parallel.
 - Do not repeat a call whose result you already have; if results stop changing, answer.
 - Follow the chain: a failing pod -> its owner, node, config, dependencies.
@@ -84,7 +86,10 @@ SECTIONS_REQUEST = """\
 When you have finished investigating, give your final answer as one JSON object in a ```json
 code block. Its keys are exactly these section titles; each value is markdown text (or null if
 there is nothing to say):
-{sections}"""
+{sections}
+End every finding and conclusion with the ids of the tool calls whose results show it, as
+[evidence: <tool call id>, ...] (the ids of your own tool calls). Cite only calls you made; a
+statement no tool result supports is a guess, so say it is one."""
 
 ANSWER_NOW = (
     NOTE_PREFIX + " You have used all the steps available for this task. Do not call any more "

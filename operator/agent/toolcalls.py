@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lestrade.operator.agent.tracing import fail, tracer
 from lestrade.operator.tools.base import Tool, ToolOutput
 
 __all__ = [
@@ -197,6 +198,21 @@ async def execute(tool: Tool, params: dict[str, Any], timeout: float, call: Call
     """Runs one call; timeouts and exceptions become error outputs. A tool with `run_call`
     (a harness session's tools: they need the call's id, and bound their own time because a
     relay may wait for a person) is given the call instead."""
+    with tracer().start_as_current_span(f"execute_tool {tool.name}") as span:
+        span.set_attribute("gen_ai.operation.name", "execute_tool")
+        span.set_attribute("gen_ai.tool.name", tool.name)
+        if call is not None:
+            span.set_attribute("gen_ai.tool.call.id", call.id)
+        output = await _execute(tool, params, timeout, call)
+        # Outcome and size only: a tool's output is cluster data, never a span attribute.
+        span.set_attribute("lestrade.tool.outcome", output.status)
+        span.set_attribute("lestrade.tool.output_bytes", len(output.text().encode()))
+        if output.status == "error":
+            fail(span, "ToolError")
+        return output
+
+
+async def _execute(tool: Tool, params: dict[str, Any], timeout: float, call: Call | None) -> ToolOutput:
     run_call = getattr(tool, "run_call", None)
     try:
         async with asyncio.timeout(None if run_call is not None and call is not None else timeout):

@@ -26,6 +26,7 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
 | `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
 | `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
+| `LESTRADE_MCP_REFRESH` | 60 | seconds between listings of a Ready MCPServer's tools (a failing one is retried sooner, 1 s doubling up to this) |
 | `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
 | `LESTRADE_REPLICAS` | standby | `shared`: every replica runs objects it claims (ownership.py); `standby`: Kopf peering, one replica works |
 | `LESTRADE_REPLICA_NAME` | `POD_NAME`, else host-pid | this replica's name in its Lease and claims (shared mode); unique per live replica |
@@ -34,6 +35,10 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_LEASE_RENEW_DEADLINE` | 10 | a replica that could not renew for this long stops its runs (shorter than the duration) |
 | `LESTRADE_LEASE_RENEW_INTERVAL` | 3 | seconds between renewals (and between looks at the other replicas' Leases) |
 | `LESTRADE_CLAIM_HANDOFF` | 0.5 | seconds a replica leaves a new object to its preferred owner before claiming it |
+| `LESTRADE_CONSOLE_URL` | - | base URL of the web console: delivered messages link to the run's page there (a Destination's `consoleUrl` wins) |
+| `LESTRADE_API_URL` | - | the API's URL as webhook receivers reach it: firing webhook messages carry a signed `decisionUrl` there (with `LESTRADE_DECISION_KEY_FILE`) |
+| `LESTRADE_DECISION_KEY_FILE` | - | file with the key that signs decision links (shared with the API) |
+| `LESTRADE_DELIVERY_TIMEOUT` | 10 | seconds one delivery attempt may take; an attempt left `Sending` longer (its operator died) is tried again |
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ PASSED_TO_JOBS = (
     "LESTRADE_TRANSCRIPT_CHUNK_BYTES",
     "LESTRADE_CLUSTER_NAME",
     "LESTRADE_PROMETHEUS_URL",
+    "LESTRADE_PROMETHEUS_NAMESPACE_LABEL",
+    "LESTRADE_ALERTMANAGER_URL",
     "LESTRADE_ENABLE_WRITE_TOOLS",
     "LESTRADE_ENABLE_BASH",
     "LESTRADE_RUNBOOK_DIRS",
@@ -72,6 +79,14 @@ PASSED_TO_JOBS = (
     "LESTRADE_TOOLS_READ_ROLE",
     "LESTRADE_SCOPE_POLICY",
     "ENABLED_PROMPTS",
+    # Traces of the Jobs' runs go where the operator's go (headers, which may hold a token,
+    # reach a Job only through its pod template).
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
 )
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -113,6 +128,10 @@ class OperatorSettings:
     """Environment passed to the Jobs' container (PASSED_TO_JOBS from the operator's own)."""
     cluster_name: str | None = None
     prometheus_url: str | None = None
+    prometheus_namespace_label: str = "namespace"
+    """The series label that names a series' namespace: scoped runs' PromQL is confined by it."""
+    alertmanager_url: str | None = None
+    """Alertmanager's base URL: the alerting tools read its active alerts and silences."""
     enable_write_tools: bool = False
     enable_bash: bool = True
     runbook_dirs: tuple[str, ...] = ()
@@ -133,6 +152,7 @@ class OperatorSettings:
     """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
     e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
     schedule_recheck: float = 10.0
+    mcp_refresh: float = 60.0
     """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
     runs and spec edits); as often as the CronJob controller looks."""
     event_batch_seconds: float = 1.0
@@ -162,6 +182,14 @@ class OperatorSettings:
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
+    console_url: str | None = None
+    """Base URL of the web console, for the links in delivered messages."""
+    delivery_timeout: float = 10.0
+    """Seconds one delivery attempt may take (delivery/watch.py)."""
+    api_url: str | None = None
+    """The API's URL for webhook receivers: where signed decision links point."""
+    decision_key_file: str | None = None
+    """The key that signs decision links (lestrade.decision_links), shared with the API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
@@ -185,6 +213,8 @@ class OperatorSettings:
             "job_env": passed,
             "cluster_name": env.get("LESTRADE_CLUSTER_NAME") or None,
             "prometheus_url": env.get("LESTRADE_PROMETHEUS_URL") or None,
+            "prometheus_namespace_label": env.get("LESTRADE_PROMETHEUS_NAMESPACE_LABEL") or "namespace",
+            "alertmanager_url": env.get("LESTRADE_ALERTMANAGER_URL") or None,
             "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
             "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
             "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
@@ -198,6 +228,7 @@ class OperatorSettings:
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
             "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")
@@ -208,6 +239,10 @@ class OperatorSettings:
             "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
             "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
             "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
+            "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
+            "delivery_timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
+            "api_url": env.get("LESTRADE_API_URL") or None,
+            "decision_key_file": env.get("LESTRADE_DECISION_KEY_FILE") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["concurrency"] < 1:

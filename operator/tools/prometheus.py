@@ -1,5 +1,9 @@
 """PromQL tools over the Prometheus HTTP API (works with Prometheus, Thanos, Mimir, VictoriaMetrics).
 
+A run scoped to namespaces gets the same tools with its namespaces enforced on every series
+selector of every query (`promql_scope`, as prom-label-proxy does); the server's own parser
+re-checks the rewritten query where it offers `/api/v1/parse_query` (Prometheus does).
+
 Results are printed compactly — one line per series, `{labels} value` — because JSON matrices
 cost thousands of tokens for what a person would read as "memory grew from 50Mi to 64Mi then the
 pod restarted". Range results are downsampled to a bounded number of points per series.
@@ -7,6 +11,7 @@ pod restarted". Range results are downsampled to a bounded number of points per 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -16,6 +21,9 @@ from typing import Any
 
 from lestrade.operator.tools.base import Tool, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
+from lestrade.operator.tools.promql_scope import (
+    NamespaceScope, ScopeRefused, enforce_query, enforce_selector, verify_server_ast,
+)
 
 __all__ = ["prometheus_toolset", "format_vector", "format_matrix", "parse_time_arg"]
 
@@ -26,6 +34,11 @@ _INSTRUCTIONS = """\
 Prometheus tools run PromQL. Discover metric and label names with prometheus_labels or
 prometheus_series before querying; range queries return a few points per series (first..last)
 so prefer aggregations (sum by, rate, max_over_time) over raw high-cardinality series."""
+
+_SCOPED = """Your PromQL is confined to series whose `{label}` label is one of: {namespaces}. Every
+selector of every query gets that matcher added, so series of other namespaces and
+cluster-level series without the label (nodes, the control plane) are not visible to you;
+an empty result may mean the series belong elsewhere."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -119,11 +132,39 @@ def format_matrix(result: list[dict[str, Any]]) -> str:
 
 class _Prometheus:
     def __init__(self, url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0,
-                 verify: bool | str = True) -> None:
+                 verify: bool | str = True, scope: NamespaceScope | None = None) -> None:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout = timeout
         self.verify = verify
+        self.scope = scope
+        self._server_parses: bool | None = None  # whether /api/v1/parse_query exists there
+
+    async def confine(self, query: str, *, selector: bool = False) -> str:
+        """The query as a scoped run may send it (unchanged for whole-cluster runs)."""
+        if self.scope is None:
+            return query
+        try:
+            # off the event loop: parsing is CPU work, and other runs share the loop
+            rewritten = await asyncio.to_thread(enforce_selector if selector else enforce_query, query, self.scope)
+            if self._server_parses is not False:
+                await self._server_check(rewritten)
+        except ScopeRefused as exc:
+            raise ToolInputError(f"query refused: {exc}") from None
+        return rewritten
+
+    async def _server_check(self, rewritten: str) -> None:
+        """Have the server parse what will be sent: a difference between its parser and ours
+        must not open a hole. Servers without the endpoint (Thanos, Mimir, ...) skip this."""
+        try:
+            ast, _ = await self.api("parse_query", [("query", rewritten)])
+        except _NotFound:
+            self._server_parses = False
+            return
+        except RuntimeError as exc:
+            raise ScopeRefused(f"the server did not accept the confined query: {exc}") from None
+        self._server_parses = True
+        verify_server_ast(ast, self.scope)  # type: ignore[arg-type]
 
     async def api(self, path: str, params: list[tuple[str, str]]) -> tuple[Any, list[str]]:
         import httpx  # at the first query: ~0.6 s of the operator's start otherwise (it imports rich)
@@ -139,6 +180,8 @@ class _Prometheus:
                     response = await client.post(f"{self.url}/api/v1/{path}", data=form)
             except httpx.HTTPError as exc:
                 raise RuntimeError(f"cannot reach Prometheus at {self.url}: {type(exc).__name__}: {exc}") from None
+        if response.status_code in (404, 405, 501):  # e.g. parse_query on servers without it
+            raise _NotFound(f"{path} is not served by {self.url} (HTTP {response.status_code})")
         try:
             body = response.json()
         except ValueError:
@@ -150,7 +193,7 @@ class _Prometheus:
         return data, warnings
 
     async def instant(self, p: Params) -> str:
-        query = p.required("query")
+        query = await self.confine(p.required("query"))
         params = [("query", query)]
         if p.opt_str("time"):
             params.append(("time", str(parse_time_arg(p.opt_str("time"), time.time()))))
@@ -165,7 +208,7 @@ class _Prometheus:
         return _with_warnings(text, warnings)
 
     async def range(self, p: Params) -> str:
-        query = p.required("query")
+        query = await self.confine(p.required("query"))
         now = time.time()
         end = parse_time_arg(p.opt_str("end"), now, now)
         start = parse_time_arg(p.opt_str("start"), end - 3600, now)
@@ -176,7 +219,7 @@ class _Prometheus:
         return _with_warnings(format_matrix(data.get("result") or []), warnings)
 
     async def series(self, p: Params) -> str:
-        match = p.required("match")
+        match = await self.confine(p.required("match"), selector=True)
         now = time.time()
         start = parse_time_arg(p.opt_str("start"), now - 3600, now)
         data, warnings = await self.api("series", [("match[]", match), ("start", str(start)), ("end", str(now)), ("limit", "201")])
@@ -190,6 +233,9 @@ class _Prometheus:
     async def labels(self, p: Params) -> str:
         label = p.opt_str("label")
         match = p.opt_str("match")
+        if self.scope is not None:  # label names and values only of the scope's series
+            label_name, op, value = self.scope.matcher()
+            match = await self.confine(match or f'{{{label_name}{op}"{value}"}}', selector=True)
         params: list[tuple[str, str]] = [("start", str(time.time() - 3600))]
         if match:
             params.append(("match[]", match))
@@ -208,14 +254,19 @@ class _Prometheus:
         return _with_warnings(f"{len(data)} {what}:\n" + "\n".join(shown) + more, warnings)
 
 
+class _NotFound(RuntimeError):
+    """The server has no such endpoint (HTTP 404)."""
+
+
 def _with_warnings(text: str, warnings: list[str]) -> str:
     return text + ("\nwarnings: " + "; ".join(warnings) if warnings else "")
 
 
 def prometheus_toolset(url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0,
-                       verify: bool | str = True) -> Toolset:
-    """PromQL tools against the Prometheus-compatible API at `url` (e.g. http://prometheus:9090)."""
-    prom = _Prometheus(url, headers=headers, timeout=timeout, verify=verify)
+                       verify: bool | str = True, scope: NamespaceScope | None = None) -> Toolset:
+    """PromQL tools against the Prometheus-compatible API at `url` (e.g. http://prometheus:9090);
+    with `scope`, every query reads only series of the scope's namespaces."""
+    prom = _Prometheus(url, headers=headers, timeout=timeout, verify=verify, scope=scope)
     when = {"type": "string", "description": "now, -1h, RFC3339 or unix"}
     tools: list[Tool] = [
         FunctionTool("prometheus_instant_query", "Evaluate a PromQL query at one time (default now).",
@@ -232,4 +283,7 @@ def prometheus_toolset(url: str, *, headers: dict[str, str] | None = None, timeo
                      schema(None, label={"type": "string"}, match={"type": "string"}), prom.labels,
                      lambda p: f"prometheus labels {p.opt_str('label') or ''}".rstrip()),
     ]
-    return Toolset(name="prometheus", tools=tools, instructions=_INSTRUCTIONS)
+    instructions = _INSTRUCTIONS
+    if scope is not None:
+        instructions += "\n" + _SCOPED.format(label=scope.label, namespaces=", ".join(scope.namespaces))
+    return Toolset(name="prometheus", tools=tools, instructions=instructions)

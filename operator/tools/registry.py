@@ -1,7 +1,8 @@
 """`default_registry`: the toolsets a run gets, assembled from configuration.
 
 Build one registry per run: the TodoWrite plan lives in it. Read-only Kubernetes, bash,
-runbooks and TodoWrite are on by default; Prometheus needs a URL; write tools need an explicit
+runbooks and TodoWrite are on by default; Prometheus and Alertmanager need a URL (a run scoped
+to namespaces gets them confined to its namespaces); write tools need an explicit
 opt-in and even then every call waits for approval.
 
 Identities: `api_client` and `kubeconfig` are the tools' read-only identity (the Kubernetes and
@@ -16,10 +17,12 @@ from pathlib import Path
 
 from kubernetes.client import ApiClient
 
+from lestrade.operator.tools.alerting import alerting_toolset
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.bash.tool import bash_toolset
 from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset
 from lestrade.operator.tools.prometheus import prometheus_toolset
+from lestrade.operator.tools.promql_scope import NamespaceScope
 from lestrade.operator.tools.runbooks import runbooks_toolset
 from lestrade.operator.tools.todo import todo_toolset
 from lestrade.operator.tools.write import write_toolset
@@ -34,6 +37,8 @@ def default_registry(
     kubeconfig: str | Path | None = None,
     tool_workdir: str | None = None,
     prometheus_url: str | None = None,
+    alertmanager_url: str | None = None,
+    metrics_namespace_label: str = "namespace",
     runbook_dirs: list[str | Path] | None = None,
     runbook_namespaces: list[str] | None = None,
     runbook_api_client: ApiClient | None = None,
@@ -48,14 +53,19 @@ def default_registry(
     `tool_workdir` is the private folder bash's children work (and may write) in;
     `runbook_api_client` reads the runbook ConfigMaps (the admin's, so not the run's scoped
     identity); `write_namespaces` confines the write tools to the run's scope;
-    `scope_namespaces` makes the Kubernetes tools' cross-namespace lists cover the scope."""
+    `scope_namespaces` makes the Kubernetes tools' cross-namespace lists cover the scope, and
+    confines Prometheus and Alertmanager to series and alerts whose `metrics_namespace_label`
+    is one of them."""
     toolsets = [
         kubernetes_toolset(api_client, namespaces=scope_namespaces),
         runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
         todo_toolset(),
     ]
+    metrics_scope = NamespaceScope(tuple(scope_namespaces), metrics_namespace_label) if scope_namespaces else None
     if prometheus_url:
-        toolsets.append(prometheus_toolset(prometheus_url))
+        toolsets.append(prometheus_toolset(prometheus_url, scope=metrics_scope))
+    if prometheus_url or alertmanager_url:
+        toolsets.append(alerting_toolset(prometheus_url, alertmanager_url, scope=metrics_scope))
     bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir)
     bash.enabled = enable_bash
     toolsets.append(bash)

@@ -50,7 +50,7 @@ def api_processes(kubeconfig: Path, namespace: str, key_dir: Path, count: int = 
                     return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
                 except httpx.TransportError:
                     return False
-            wait_until(f"API {base} ready", ready, 60)
+            wait_until(f"API {base} ready", ready, 180)  # a loaded 2-core machine: imports take a while
         yield bases
     finally:
         for proc in procs:

@@ -178,26 +178,44 @@ def test_limits_hold_across_two_processes(apis: list[str], api_client: k8s.ApiCl
             80, cap, cap, 80 - 2 * cap), (route, status)
 
 
-def test_routes_of_other_namespaces_see_alerts_only_when_the_setting_says_so(
+def test_routes_where_their_owners_keep_them(
     cluster: Any, apis: list[str], api_client: k8s.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
+    """A route in a team's namespace sees that namespace's alerts (Own) with no setting; a route
+    seeing every namespace (Any) there is honoured only where the admin allows, and says why
+    not in its Ready condition."""
     other = f"{namespace[:50]}-b"
     core = k8s.CoreV1Api(api_client)
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=other)))
     try:
         apply_route(api_client, other, "theirs")
-        theirs = [alert(7, other)]
-        # the default: only the API's own namespace's routes
-        assert post(apis[0], payload(theirs)).json()["matched"] == 0
-        assert routed_investigations(api_client, other, "theirs") == {}
-        keys = tmp_path / "keys-all"
-        keys.mkdir()
-        (keys / "alertmanager").write_text(KEY)
-        with api_processes(Path(cluster.kubeconfig), namespace, keys, count=1,
-                           env={"LESTRADE_ALERT_ROUTES_ALL_NAMESPACES": "true"}) as (base,):
-            body = post(base, payload(theirs + [alert(8, namespace)])).json()
+        apply_route(api_client, other, "everything", alertNamespace="Any",
+                    matchers=[{"name": "alertname", "value": "NodeNotReady"}])
+        node_alert = {**alert(9, ""), "labels": {"alertname": "NodeNotReady", "node": "n1", "severity": "critical"}}
+        body = post(apis[0], payload([alert(7, other), alert(6, "elsewhere"), node_alert])).json()
+        # Own: the alert of its namespace, created there (not the other namespace's alert)
         assert (body["matched"], body["created"]) == (1, 1), body
         (created,) = routed_investigations(api_client, other, "theirs").values()
         assert created["metadata"]["namespace"] == other and created["spec"]["subject"]["pod"] == "web-7"
+        ready = {c["type"]: c for c in route_status(api_client, other, "theirs")["conditions"]}["Ready"]
+        assert (ready["status"], ready["reason"]) == ("True", "Valid"), ready
+        assert repr(other) in ready["message"], ready
+        # Any outside the API's namespace: nothing, and the route says why (not in the webhook's answer)
+        assert routed_investigations(api_client, other, "everything") == {}
+        assert all(r["route"] != "everything" for r in body["routes"]), body
+        ready = {c["type"]: c for c in route_status(api_client, other, "everything")["conditions"]}["Ready"]
+        assert (ready["status"], ready["reason"]) == ("False", "AnyNamespaceNotAllowed"), ready
+        assert "LESTRADE_ALERT_ROUTES_ANY_NAMESPACES" in ready["message"] and repr(namespace) in ready["message"]
+        keys = tmp_path / "keys-any"
+        keys.mkdir()
+        (keys / "alertmanager").write_text(KEY)
+        with api_processes(Path(cluster.kubeconfig), namespace, keys, count=1,
+                           env={"LESTRADE_ALERT_ROUTES_ANY_NAMESPACES": f"unrelated,{other}"}) as (base,):
+            body = post(base, payload([node_alert])).json()
+        assert (body["matched"], body["created"]) == (1, 1), body
+        (created,) = routed_investigations(api_client, other, "everything").values()
+        assert created["spec"]["subject"]["node"] == "n1"
+        ready = {c["type"]: c for c in route_status(api_client, other, "everything")["conditions"]}["Ready"]
+        assert (ready["status"], ready["reason"]) == ("True", "Valid"), ready
     finally:
         core.delete_namespace(other, propagation_policy="Background")

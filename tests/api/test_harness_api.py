@@ -333,7 +333,7 @@ def test_bad_requests_and_unknown_ids(stack: Any, model_server: Any, scenario_na
         other = http.post("/chat", json={"model": "openai/gpt-4o", "messages": [{"role": "user", "content": "x"}]})
         assert other.status_code == 400
         assert other.json()["error"] == (
-            f"model 'openai/gpt-4o' is not allowed; allowed: openai/{scenario_name}, {scenario_name}")
+            f"model 'openai/gpt-4o' is not allowed; allowed: openai/{scenario_name}, {scenario_name} (or default: {scenario_name})")
         depth = http.post("/chat", json={"model": scenario_name, "messages": [{"role": "user", "content": "x"}], "maxDepth": 9})
         assert depth.status_code == 400 and depth.json()["error"].startswith("maxDepth:")
         relay_bad = http.post("/chat/relay/x", content=b"[", headers={"Content-Type": "application/json"})

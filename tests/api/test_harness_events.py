@@ -92,7 +92,7 @@ MODELS = ModelList({"fast": ModelConfig("fast", {"model": "openai/gpt-4o-mini"})
     (b'{"model": "fast"}', "model and messages are required"),
     (b'{"model": "fast", "messages": []}', "model and messages are required"),
     (b'{"model": "x/y", "messages": [{"role": "user", "content": "q"}]}',
-     "model 'x/y' is not allowed; allowed: fast, openai/gpt-4o-mini"),
+     "model 'x/y' is not allowed; allowed: fast, openai/gpt-4o-mini (or default: fast)"),
     (b'{"model": "fast", "messages": [{"role": "assistant", "content": "q"}]}', "messages: at least one user message is required"),
     (b'{"model": "fast", "messages": [{"role": "user", "content": "q"}], "mode": "repl"}', "mode: must be agent or rlm, not 'repl'"),
     (b'{"model": "fast", "messages": [{"role": "user", "content": "q"}], "maxIterations": 0}', "maxIterations: must be an integer from 1 to 200"),
@@ -162,3 +162,14 @@ def test_any_json_is_a_request_or_a_400_naming_why(value: Any) -> None:
             parse()
         except HarnessError as exc:
             assert exc.status == 400 and exc.message
+
+
+def test_default_names_the_default_model_as_the_readmes_example_sends_it() -> None:
+    req = parse_chat(b'{"model": "default", "messages": [{"role": "user", "content": "q"}]}', MODELS)
+    assert req.model == "default" and MODELS.resolve("default").name == "fast"
+    # an entry really called `default` is that entry
+    named = ModelList({"fast": ModelConfig("fast", {"model": "a/b"}), "default": ModelConfig("default", {"model": "c/d"})}, "fast")
+    assert named.resolve("default").name == "default"
+    with pytest.raises(HarnessError, match="there is no default model"):
+        parse_chat(b'{"model": "default", "messages": [{"role": "user", "content": "q"}]}',
+                   ModelList({"fast": ModelConfig("fast", {"model": "a/b"})}, None))

@@ -83,8 +83,21 @@ def test_stream_investigate_and_a_reconnect(
     assert count_effects(s.api_client, namespace, PROBE_LABEL, fact) == 1
 
 
-def test_workload_health_check(stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER)]))
+def runner_parses(analysis: str) -> tuple[bool, str]:
+    """What the Robusta runner does with the answer: JSON with a boolean `workload_healthy`
+    (anything else is its "Error in holmes response format")."""
+    result = json.loads(analysis)
+    assert isinstance(result["workload_healthy"], bool), result
+    return result["workload_healthy"], result["root_cause_summary"]
+
+
+def test_workload_health_check_answers_the_json_the_runner_parses(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
+) -> None:
+    # The model answers in its own words (headings); the structured-output request makes the
+    # (scripted) provider send the JSON object, and the API hands the runner a real boolean.
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(
+        content="# Workload healthy\nfalse\n\n# Root cause summary\nPod web was OOMKilled: the limit is 64Mi.")]))
     s = stack(scenario_name)
     with s.client() as http:
         response = http.post("/api/workload_health_check", json={
@@ -92,12 +105,44 @@ def test_workload_health_check(stack: Any, model_server: Any, scenario_name: str
             "instructions": ["Check the rollout first."],
         })
     assert response.status_code == 200, response.text
-    assert "OOMKilled" in response.json()["analysis"] and response.json()["tool_calls"] == []
+    body = response.json()
+    assert runner_parses(body["analysis"]) == (False, "Pod web was OOMKilled: the limit is 64Mi.")
+    assert body["tool_calls"] == []
     (inv,) = investigations(api_client, namespace)
     assert inv["spec"]["title"] == "Health check of Deployment web"
     assert inv["spec"]["subject"] == {"name": "web", "kind": "Deployment"}
     assert "Why is my deployment unhealthy?" in inv["spec"]["question"]
     assert "Check the rollout first." in inv["spec"]["question"]
+    # asked of the model with structured output, and in the instructions every model reads
+    (request,) = model_server.requests(scenario_name)
+    schema = request["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["workload_healthy"]["type"] == "boolean"
+    assert schema["required"] == ["workload_healthy", "root_cause_summary"]
+    prompt = json.dumps(request["messages"])
+    assert "workload_healthy" in prompt and "root_cause_summary" in prompt
+
+
+def test_workload_health_check_without_structured_output_is_validated(
+    stack: Any, model_server: Any, scenario_name: str
+) -> None:
+    # Providers that ignore response_format: the model writes the object in prose, with a
+    # string verdict, or gives no verdict at all.
+    vague = f"{scenario_name}-vague"
+    model_server.add_scenario(Scenario(name=scenario_name, ignores_response_format=True, steps=[
+        Step(content='Done.\n```json\n{"workload_healthy": "yes", "root_cause_summary": "3/3 replicas ready"}\n```')]))
+    model_server.add_scenario(Scenario(name=vague, ignores_response_format=True, steps=[
+        Step(content="It looks fine to me.")]))
+    s = stack(scenario_name, vague)
+    with s.client() as http:
+        good = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"}})
+        assert good.status_code == 200, good.text
+        assert runner_parses(good.json()["analysis"]) == (True, "3/3 replicas ready")
+        # no verdict: an error naming what is missing, never prose the runner would misparse
+        bad = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"},
+                                                            "model": vague})
+    assert bad.status_code == 502, bad.text
+    assert "workload_healthy" in bad.json()["detail"], bad.text
+    assert "It looks fine to me." in bad.json()["analysis"]
 
 
 def test_issue_chat_and_workload_health_chat_frame_a_new_conversation(

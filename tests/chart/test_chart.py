@@ -15,6 +15,8 @@ from kubernetes import client as k8s
 from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.resources import GROUP
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 
@@ -56,10 +58,15 @@ def test_defaults_are_secure() -> None:
            for e in c.get("env", [])}
     assert env.get("LESTRADE_API_AUTH") == "true"
     assert env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT") == "lestrade-system/lestrade-tools"
-    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d.get("rules", [])]
+    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role")
+             and d["metadata"]["name"] != "lestrade-delivery-secrets" for r in d.get("rules", [])]
     for rule in rules:
         assert "secrets" not in rule.get("resources", []), rule
         assert not ("*" in rule.get("resources", []) and "" in rule.get("apiGroups", [])), rule
+    # The one exception: Destinations' credentials, `get` in the release namespace only.
+    (delivery,) = [d for d in docs if d["metadata"]["name"] == "lestrade-delivery-secrets" and d["kind"] == "Role"]
+    assert delivery["metadata"]["namespace"] == "lestrade-system"
+    assert delivery["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert {f"investigations.{GROUP}", f"conversations.{GROUP}"} <= crds
 
@@ -186,3 +193,63 @@ def test_tenancy_rbac_hands_out_only_scoped_reads(installed, api_client, crds) -
     for ns in ("kube-system", namespace):
         assert not scoped_can("list", "pods", ns)
         assert not scoped_can("get", "secrets", ns)
+
+
+def test_mcp_server_sharing_and_header_secrets_are_opt_in() -> None:
+    from lestrade.operator.tenancy.scopes import POLICY_KEY, parse_policy
+
+    docs = render("lestrade", "lestrade-system", {
+        "tenancy": {"mcpServers": [{"servers": ["platform/grafana"], "fromNamespaces": ["team-a"]}]}})
+    policy = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-scope-policy"))
+    parsed = parse_policy(policy["data"][POLICY_KEY])
+    assert parsed.error is None and [g.servers for g in parsed.shared_mcp("team-a", None)] == [("platform/grafana",)]
+    operator_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d.get("rules", [])]
+    assert any("mcpservers/status" in r.get("resources", []) for r in operator_rules)
+    opted = render("lestrade", "lestrade-system", {"mcpServers": {"readHeaderSecrets": True}})
+    secret_rules = [r for d in opted if d["kind"] == "ClusterRole" for r in d.get("rules", [])
+                    if "secrets" in r.get("resources", [])]
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+
+
+def test_delivery_slack_and_tracing_values() -> None:
+    """Destinations from values (each with a consenting Secret), the Slack signing secret and
+    user map for the API, the tracing variables for the operator, and the egress they need."""
+    docs = render("lestrade", "lestrade-system", {
+        "delivery": {
+            "consoleUrl": "https://lestrade.example", "secretNamespaces": ["team-a"], "apiUrl": "https://api.example",
+            "destinations": [{"name": "ops-slack", "secretData": {"url": "https://hooks.slack.com/services/T/B/X"},
+                              "spec": {"type": "Slack", "slack": {"webhookUrlSecretRef": {"name": "ops-slack", "key": "url"}}}}],
+        },
+        "slack": {"signingSecret": "abc", "users": {"U1": "alice@example.com"}},
+        "tracing": {"enabled": True, "endpoint": "http://collector.obs:4318"},
+        "networkPolicy": {"egress": {"tracing": {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 4318, "protocol": "TCP"}]}}},
+    })
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert by[("Secret", "ops-slack")]["metadata"]["labels"]["lestrade.dev/destination"] == "true"
+    assert by[("Destination", "ops-slack")]["spec"]["type"] == "Slack"
+    assert by[("Secret", "lestrade-slack")]["stringData"] == {"signingSecret": "abc"}
+    assert by[("ConfigMap", "lestrade-slack-users")]["data"] == {"U1": "alice@example.com"}
+    roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "lestrade-delivery-secrets"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["lestrade-system", "team-a"]
+    containers = {c["name"]: c for c in by[("Deployment", "lestrade")]["spec"]["template"]["spec"]["containers"]}
+    operator_env = {e["name"]: e.get("value") for e in containers["operator"]["env"]}
+    assert operator_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector.obs:4318"
+    assert operator_env["LESTRADE_CONSOLE_URL"] == "https://lestrade.example"
+    assert operator_env["LESTRADE_API_URL"] == "https://api.example"
+    key = by[("Secret", "lestrade-decision-key")]["data"]["key"]
+    assert len(key) >= 64  # 48 random characters, base64
+    for container in ("operator", "api"):
+        assert {e["name"]: e.get("value") for e in containers[container]["env"]}["LESTRADE_DECISION_KEY_FILE"] == "/etc/lestrade/decision-key/key"
+        assert {"name": "decision-key", "mountPath": "/etc/lestrade/decision-key", "readOnly": True} in containers[container]["volumeMounts"]
+    api_env = {e["name"]: e.get("value") for e in containers["api"]["env"]}
+    assert api_env["LESTRADE_SLACK_SIGNING_SECRET_FILE"] == "/etc/lestrade/slack/signingSecret"
+    assert api_env["LESTRADE_SLACK_USER_MAP"] == "lestrade-system/lestrade-slack-users"
+    assert {"name": "slack", "mountPath": "/etc/lestrade/slack", "readOnly": True} in containers["api"]["volumeMounts"]
+    egress = by[("NetworkPolicy", "lestrade")]["spec"]["egress"]
+    assert {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 4318, "protocol": "TCP"}]} in egress
+    assert any(r["ports"] == [{"port": 443, "protocol": "TCP"}] for r in egress)
+    # Off by default: no tracing variables, no Slack endpoint.
+    defaults = render("lestrade", "lestrade-system")
+    default_env = {e["name"] for d in defaults if d["kind"] == "Deployment"
+                   for c in d["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
+    assert not {n for n in default_env if n.startswith("OTEL_")} and "LESTRADE_SLACK_SIGNING_SECRET_FILE" not in default_env

@@ -9,6 +9,8 @@ import pytest
 
 from lestrade.testing.local_release import render_chart
 
+pytestmark = pytest.mark.binaries("helm")
+
 
 def pod(values: dict[str, Any]) -> dict[str, Any]:
     docs = render_chart("lestrade", "lestrade-system", values)

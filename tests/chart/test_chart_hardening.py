@@ -20,6 +20,8 @@ from lestrade.operator.runs.jobs import job_manifest
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.runs.views import view_of
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 EVERYTHING_ON = {
@@ -159,16 +161,18 @@ def test_network_policy_allows_only_the_configured_egress() -> None:
         [(53, "TCP"), (53, "UDP")],             # DNS
         [(443, "TCP")],                         # the models
         [(9090, "TCP")],                        # Prometheus
+        [(443, "TCP")],                         # the Destinations (webhooks, Slack, Teams)
+        [(9093, "TCP")],                        # Alertmanager
     ])
     assert policies["lestrade-jobs"]["egress"] == main["egress"]
     assert policies["lestrade-jobs"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "run-job"
     ingress_ports = sorted(p["port"] for rule in main["ingress"] for p in rule["ports"])
     assert ingress_ports == [8080, 8081, 9102]  # API, health (probes), metrics
     narrowed = render({"networkPolicy": {"egress": {
-        "prometheus": None,
+        "prometheus": None, "alertmanager": None,
         "models": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]}}}})
     (spec,) = [p["spec"] for p in of_kind(narrowed, "NetworkPolicy")]
-    assert len(spec["egress"]) == 3
+    assert len(spec["egress"]) == 4
     assert {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]} in spec["egress"]
     assert not of_kind(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 
@@ -292,6 +296,12 @@ def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them(
     operator = OperatorSettings.from_env(env["operator"])
     assert operator.namespace_spend_limit == "tokens=500000,cost=20,window=24h"
     assert AlertReceiverSettings.from_env(env["api"]).all_namespaces is True
+    # the operator explains routes by the same policy the API matches by
+    assert env["operator"]["LESTRADE_ALERT_ROUTES_ALL_NAMESPACES"] == "true"
+    listed = {c["name"]: {e["name"]: e.get("value", "") for e in c["env"]}
+              for c in workloads(render({"api": {"alertRoutesAnyNamespaces": ["platform", "sre"]}}))["deployment"]["containers"]}
+    for container in ("api", "operator"):
+        assert AlertReceiverSettings.from_env(listed[container]).any_namespaces == ("platform", "sre")
     hosted = HostedSettings.from_env(env["api"])
     assert hosted.account_id == "acme" and hosted.clusters == ("prod", "stage")
     # Unset, they stay unset: any account, the routes of the release namespace only.

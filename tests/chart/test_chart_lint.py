@@ -17,6 +17,8 @@ from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.localcluster.processes import wait_until
 from test_chart_hardening import EVERYTHING_ON, VARIANTS, apply_peering_crds, kubectl, render
 
+pytestmark = pytest.mark.binaries("helm", "kubeconform")
+
 CONFIG = Path(__file__).with_name("kubeconform.yaml")
 INT_OR_STRING = {"oneOf": [{"type": "string"}, {"type": "integer"}]}
 

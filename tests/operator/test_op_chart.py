@@ -14,6 +14,8 @@ import yaml
 from lestrade.localcluster.build import ensure_binaries
 from lestrade.operator.admission import decisions as admission
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 

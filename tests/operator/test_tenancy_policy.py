@@ -16,6 +16,8 @@ from lestrade.operator.tenancy.scopes import decide_scope, parse_policy
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.resources.tenancy import Requester, RunScope
 
+pytestmark = pytest.mark.binaries("helm")
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 
 POLICY = """
@@ -63,19 +65,23 @@ def test_a_broken_policy_grants_nothing_and_says_why(text: str) -> None:
     assert scope.namespaces == ["team-b"] and policy.error in scope.reason
 
 
-def _registry(scope: RunScope) -> list[str]:
-    settings = OperatorSettings.from_env({}, prometheus_url="http://prometheus:9090", enable_write_tools=True)
+def _registry(scope: RunScope) -> tuple[list[str], str]:
+    settings = OperatorSettings.from_env({}, prometheus_url="http://prometheus:9090", enable_write_tools=True,
+                                         alertmanager_url="http://alertmanager:9093")
     with k8s.ApiClient() as client:
         registry = ScopedTools(settings).registry(client, scope, None)
-        return [t.name for t in registry.enabled_tools()]
+        return [t.name for t in registry.enabled_tools()], registry.instructions()
 
 
-def test_prometheus_is_offered_to_cluster_wide_runs_only() -> None:
-    cluster_wide = _registry(RunScope(cluster=True))
-    scoped = _registry(RunScope(namespaces=["team-a"]))
-    assert "prometheus_instant_query" in cluster_wide, cluster_wide
-    assert not any(name.startswith("prometheus") for name in scoped), scoped
+def test_prometheus_and_alerts_reach_scoped_runs_confined_to_their_namespaces() -> None:
+    cluster_wide, cluster_text = _registry(RunScope(cluster=True))
+    scoped, scoped_text = _registry(RunScope(namespaces=["team-a", "team-a-db"]))
+    for name in ("prometheus_instant_query", "prometheus_alerts", "alertmanager_silences"):
+        assert name in cluster_wide and name in scoped, (cluster_wide, scoped)
     assert "kubectl_describe" in scoped
+    # the model is told which series it can see (the enforcement itself: test_promql_scope_enforced.py)
+    assert "`namespace` label is one of: team-a, team-a-db" in scoped_text
+    assert "label is one of" not in cluster_text
 
 
 def test_write_tools_refuse_namespaces_outside_the_scope() -> None:

@@ -57,3 +57,28 @@ def test_a_summary_of_each_kind() -> None:
     assert (row["title"], row["turns"], row["answer"], row["phase"]) == ("one", 2, "first", "Answered")
     assert not is_finished(conv)  # the second turn has no status yet
     assert run_summary({"metadata": {}})["phase"] == "Pending"
+
+
+def test_the_person_s_ask_is_shown_and_the_prompt_around_it_kept() -> None:
+    from lestrade.runs.summary import asks_of
+
+    prompt = ("Why is web-1 restarting?\n\nWhen you have finished investigating, give your final answer as one JSON "
+              "object ...\n\nCurrent time: 2026-11-26T10:00:00Z")
+    state = state_of(
+        {"t": "message", "message": {"role": "user", "content": "an imported history message"}},
+        {"t": "message", "message": {"role": "user", "content": prompt}},
+        {"t": "message", "message": {"role": "assistant", "content": "OOM."}},
+        {"t": "message", "message": {"role": "user", "content": "And now?"}},
+    )
+    conv = {"kind": "Conversation", "spec": {"turns": [{"ask": "Why is web-1 restarting?"}, {"ask": "And now?"}]}}
+    users = [i for i in timeline(state, asks=asks_of(conv)) if i["kind"] == "user"]
+    assert users[0] == {"seq": 0, "kind": "user", "text": "an imported history message"}
+    assert users[1] == {"seq": 1, "kind": "user", "text": "Why is web-1 restarting?", "prompt": prompt}
+    assert users[2] == {"seq": 3, "kind": "user", "text": "And now?"}  # nothing around it: no prompt to show
+    # the asks are counted from the start even when the timeline starts later
+    assert [i.get("text") for i in timeline(state, since=2, asks=asks_of(conv)) if i["kind"] == "user"] == ["And now?"]
+
+    inv = {"kind": "Investigation", "spec": {"title": "web-1 crashloops", "source": "prometheus", "question": "Why?"}}
+    first = "Investigate this prometheus issue: web-1 crashloops\n\nQuestion: Why?\n\nCurrent time: now"
+    (item,) = timeline(state_of({"t": "message", "message": {"role": "user", "content": first}}), asks=asks_of(inv))
+    assert (item["text"], item["prompt"]) == ("web-1 crashloops\n\nWhy?", first)

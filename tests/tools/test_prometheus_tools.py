@@ -6,6 +6,8 @@ import pytest
 
 from lestrade.operator.tools import prometheus_toolset
 
+pytestmark = pytest.mark.binaries("prometheus")
+
 
 @pytest.fixture(scope="module")
 def prom(prometheus):

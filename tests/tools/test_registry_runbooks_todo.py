@@ -13,10 +13,11 @@ from lestrade.operator.tools import Tool, default_registry, runbooks_toolset, to
 READ_ONLY_KUBERNETES = {
     "kubectl_describe", "kubectl_get_by_name", "kubectl_get_by_kind_in_namespace", "kubectl_get_by_kind_in_cluster",
     "kubectl_find_resource", "kubectl_get_yaml", "kubectl_events", "kubectl_logs", "kubectl_previous_logs",
-    "kubectl_top_pods", "kubectl_top_nodes",
+    "kubectl_top_pods", "kubectl_top_nodes", "what_changed",
 }
 WRITE_TOOLS = {"kubectl_delete_pod", "kubectl_rollout_restart", "kubectl_scale"}
-PROMETHEUS = {"prometheus_instant_query", "prometheus_range_query", "prometheus_series", "prometheus_labels"}
+PROMETHEUS = {"prometheus_instant_query", "prometheus_range_query", "prometheus_series", "prometheus_labels",
+              "prometheus_alerts", "prometheus_rules"}
 
 
 def _offline_client() -> ApiClient:

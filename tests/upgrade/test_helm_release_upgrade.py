@@ -17,11 +17,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client as k8s
 
 from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.testing.local_release import CHART
+
+pytestmark = pytest.mark.binaries("helm")
 
 
 def helm(cluster: Any, *args: str) -> str:

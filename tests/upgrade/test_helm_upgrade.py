@@ -12,12 +12,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
 from lestrade.testing.local_release import LocalRelease, image_runner
+
+pytestmark = pytest.mark.binaries("helm")
 
 
 def steps_requested(model_server: Any, scenario: str) -> Counter[int]:

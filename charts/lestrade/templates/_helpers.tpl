@@ -64,8 +64,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: LESTRADE_PROMETHEUS_URL
   value: {{ .Values.tools.prometheusUrl | quote }}
 {{- end }}
+{{- if .Values.tools.alertmanagerUrl }}
+- name: LESTRADE_ALERTMANAGER_URL
+  value: {{ .Values.tools.alertmanagerUrl | quote }}
+{{- end }}
+{{- if ne .Values.tools.prometheusNamespaceLabel "namespace" }}
+- name: LESTRADE_PROMETHEUS_NAMESPACE_LABEL
+  value: {{ .Values.tools.prometheusNamespaceLabel | quote }}
+{{- end }}
 - name: LESTRADE_ENABLE_BASH
   value: {{ .Values.tools.enableBash | quote }}
+# Where AlertRoutes with alertNamespace: Any are honoured (Own routes are, in every namespace):
+# the API matches by it, the operator explains a route it ignores in the route's Ready condition.
+- name: LESTRADE_ALERT_ROUTES_ALL_NAMESPACES
+  value: {{ .Values.api.alertRoutesAllNamespaces | quote }}
+{{- with .Values.api.alertRoutesAnyNamespaces }}
+- name: LESTRADE_ALERT_ROUTES_ANY_NAMESPACES
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- if .Values.rbac.create }}
 - name: LESTRADE_TOOLS_SERVICE_ACCOUNT
   value: {{ printf "%s/%s" .Release.Namespace (include "lestrade.toolsServiceAccountName" .) | quote }}

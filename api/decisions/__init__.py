@@ -1,0 +1,1 @@
+"""Signed decision links of generic webhooks (`routes.py`; the token: `lestrade.decision_links`)."""

@@ -10,6 +10,8 @@ resolving to 127.0.0.1). So, when no token is asked for:
 - a body must be `application/json` (which a page cannot send cross-site without a CORS
   preflight that this API never answers).
 With authentication on, a token is needed, which a page does not have; nothing here applies.
+Nor does it to requests that carry their own credential, which a page cannot forge: Slack's
+signed callbacks (form bodies, through a tunnel's host name) and signed decision links.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __all__ = ["LocalOnly", "loopback_host"]
 
 _JSON_TYPES = (b"application/json", b"application/merge-patch+json")
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+_SIGNED_PATHS = frozenset({"/api/slack/interactions"})  # Slack's signature (api/slack)
+_SIGNED_PREFIXES = ("/api/delivery/decisions/",)  # the link is signed (api/decisions)
 
 
 def loopback_host(host: str) -> bool:
@@ -38,7 +42,7 @@ class LocalOnly:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in _SIGNED_PATHS or scope["path"].startswith(_SIGNED_PREFIXES):
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])

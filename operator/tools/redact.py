@@ -202,7 +202,7 @@ def _yaml_block_end(text: str, value_end: int, key_pos: int) -> int | None:
 
 # After `KEY=value`, the value goes on over blanks, `;` and `,` unless a new `key=` starts there
 # (`password=my pass;word user=x`); the look-ahead is bounded, so the scan stays linear.
-_MORE_VALUE = re.compile(r"""[ \t;,]{1,8}(?!-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,64}(?:=|:[ \t]))[^\s;,&"'}\]\\]+""")
+_MORE_VALUE = re.compile(r"""(?:[ \t;,]{1,8}(?!-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,64}(?:=|:[ \t]))[^\s;,&"'}\]\\]+)*+""")
 
 
 def _flow_context(text: str, pos: int) -> bool:
@@ -239,10 +239,8 @@ def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str]) -> int:
         if not _flow_context(text, m.start()):
             column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
             return _continuation_end(text, line_end, column)
-    end = value.end()
-    while (more := _MORE_VALUE.match(text, end, line_end)) is not None:
-        end = more.end()
-    return end
+    more = _MORE_VALUE.match(text, value.end(), line_end)  # always matches (maybe empty)
+    return more.end() if more else value.end()
 
 
 def _mask_key_values(text: str) -> str:

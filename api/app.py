@@ -31,6 +31,7 @@ from lestrade.api.slack import routes as routes_slack
 from lestrade.api.holmes import routes_investigate
 from lestrade.api.base.findings import Findings
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
+from lestrade.api.base.browser import LocalOnly
 from lestrade.api.holmes.chats import ChatStore, ClientError
 from lestrade.api.contexts.store import ContextStore
 from lestrade.api.base.follow import Follower, TranscriptCache
@@ -94,6 +95,8 @@ def create_app(
         namespace=namespace, keepalive=keepalive, wait_timeout=wait_timeout,
     )
     app.add_middleware(RequestLimits, max_body=max_body)
+    if not auth:
+        app.add_middleware(LocalOnly)  # outside RequestLimits: sees the Content-Type as sent
     if auth:
         app.state.authenticator = TokenAuthenticator(kube, namespace)
         app.add_middleware(

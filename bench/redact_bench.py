@@ -52,6 +52,21 @@ CASES = {
     "mysql": _rep("mysql -u "),
     "spaces": "password" + _rep(" "),
     "newlines": _rep("\n"),
+    # issue 29's rules: values over blanks and `;`, folded lines, describe blocks, prose, flow env
+    "blank values": _rep("password=a b;c "),
+    "blank pairs": _rep("password=a b=c "),
+    "semicolons": "password=a" + _rep(";"),
+    "folded yaml": "password: x\n" + _rep("   y\n"),
+    "open quote fold": 'password: "x\n' + _rep("   y\n"),
+    "colon to eol": _rep("password: x y z\n"),
+    "flow context": "{" + _rep(" password: x,"),
+    "describe blocks": _rep("DB_PASSWORD:\n----\nx\n\n"),
+    "describe headers": "\n---" + _rep("a:\n----\n"),
+    "prose": _rep("password is "),
+    "prose words": _rep("token a1 "),
+    "flow env": _rep("{name: DB_PASSWORD, value: "),
+    "escaped json env": _rep('\\"name\\":\\"DB_PASSWORD\\",\\"value\\":\\"'),
+    "sshpass": _rep("sshpass -p "),
     "mixed log": _rep('2026-01-01T00:00:00Z level=info msg="GET /api?user=x&password=y" token=abc DB_PASSWORD=z\n'),
 }
 

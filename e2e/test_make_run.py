@@ -152,8 +152,9 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> Non
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/model", timeout=10) as response:
         assert json.load(response)["model_name"]
     chat = urllib.request.Request(f"http://127.0.0.1:{port}/api/chat", method="POST",
-                                  data=json.dumps({"ask": "Which pods are crash-looping?"}).encode())
-    with urllib.request.urlopen(chat, timeout=120) as response:  # a form Content-Type, as `curl -d` sends
+                                  data=json.dumps({"ask": "Which pods are crash-looping?"}).encode(),
+                                  headers={"Content-Type": "application/json"})  # as the README's `-H "$J"`
+    with urllib.request.urlopen(chat, timeout=120) as response:
         answer = json.load(response)
     assert "Demo model" in answer["analysis"] and answer["conversation_id"]
     # `kubectl lestrade`: the plugin `make run` puts beside its kubectl, found by kubectl on PATH.

@@ -20,6 +20,7 @@ from lestrade.modelserver import Scenario, Step, ToolCall
 from test_make_run import Run, _make_run
 
 SECRET = f"s3cr3t-{uuid.uuid4().hex}"
+CM_SECRET = f"cm-s3cr3t {uuid.uuid4().hex};x"  # a credential in a ConfigMap, with a blank and a `;`
 
 
 def attacks(workdir: Path, marker: Path) -> list[str]:
@@ -44,6 +45,24 @@ def attacks(workdir: Path, marker: Path) -> list[str]:
         f"touch {marker}",
         "env",
         "cat /proc/1/environ",
+        # issue 29: formats kubectl would render itself, file formats, awk/jq hidden behind strings
+        "kubectl get cm lestrade-e2e-config -n default -o {% raw %}go-template={{.data.DB_PASSWORD}}{% endraw %}",
+        f"kubectl get cm lestrade-e2e-config -n default -o templatefile={admin}",
+        f"kubectl get cm lestrade-e2e-config -n default --template={{% raw %}}{{{{.data}}}}{{% endraw %}}",
+        f"awk '{{% raw %}}BEGIN{{print \"}};{{\" > \"{marker}\"}}{{% endraw %}}'",
+        "jq -n '$ ENV'",
+        "kubectl get pods -n default; touch /tmp/x",
+    ]
+
+
+def reads() -> list[str]:
+    """Reads that run (and must succeed) but print a credential outside a Secret: masked."""
+    return [
+        "kubectl get cm lestrade-e2e-config -n default -o jsonpath={.data.DB_PASSWORD}",
+        "kubectl get cm lestrade-e2e-config -n default -o jsonpath={.data}",
+        "kubectl get cm -n default -o custom-columns=P:.data.DB_PASSWORD",
+        "kubectl describe configmap lestrade-e2e-config -n default",
+        "kubectl get cm lestrade-e2e-config -n default -o yaml | rev",
     ]
 
 
@@ -52,6 +71,7 @@ def attacked(tmp_path: Path, model_server: Any, scenario_name: str) -> Iterator[
     marker = tmp_path / "pwned"
     calls = [ToolCall(id=f"attack-{i}", name="bash", arguments={"command": command})
              for i, command in enumerate(attacks(tmp_path, marker))]
+    calls += [ToolCall(id=f"read-{i}", name="bash", arguments={"command": command}) for i, command in enumerate(reads())]
     # The control: a harmless read runs, so "every attack failed" cannot mean "bash is broken".
     calls.append(ToolCall(id="control", name="bash", arguments={"command": "kubectl get namespaces"}))
     model_server.add_scenario(Scenario(name=scenario_name, steps=[
@@ -76,6 +96,8 @@ def test_attacks_under_make_run_have_no_effect_and_leak_nothing(attacked: tuple[
     run, marker = attacked
     kubectl(run, "create", "secret", "generic", "lestrade-e2e-secret", "-n", "default",
             f"--from-literal=password={SECRET}")
+    kubectl(run, "create", "configmap", "lestrade-e2e-config", "-n", "default",
+            f"--from-literal=DB_PASSWORD={CM_SECRET}", "--from-literal=level=info")
     kubectl(run, "apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "lestrade.dev/v1alpha1", "kind": "Investigation",
         "metadata": {"name": "attacked", "namespace": "default"},
@@ -87,6 +109,7 @@ def test_attacks_under_make_run_have_no_effect_and_leak_nothing(attacked: tuple[
     assert status["phase"] == "Succeeded"
     calls = {c["id"]: c["status"] for c in status["toolCalls"]}
     assert calls.pop("control") == "success"
+    assert {calls.pop(f"read-{i}") for i in range(len(reads()))} == {"success"}
     # Every attack was refused (approvals are off, so what needs one is refused too).
     assert calls == {f"attack-{i}": "error" for i in range(len(attacks(run.workdir, marker)))}
     assert status.get("pendingApprovals", []) == []
@@ -100,7 +123,7 @@ def test_attacks_under_make_run_have_no_effect_and_leak_nothing(attacked: tuple[
     admin_key = Path(credentials["client-key"]).read_text().splitlines()[1]  # a line of the PEM body
     encoded = base64.b64encode(SECRET.encode()).decode()
     for where, text in (("status", json.dumps(status)), ("transcript", transcript), ("events", events)):
-        for leaked in (SECRET, SECRET[::-1], encoded, encoded[::-1], admin_key[:40]):
+        for leaked in (SECRET, SECRET[::-1], encoded, encoded[::-1], admin_key[:40], CM_SECRET, CM_SECRET[::-1]):
             assert leaked not in text, f"{where} leaks {leaked[:12]}…"
     assert "-----BEGIN" not in transcript
     assert not marker.exists()  # nothing ran that could write it

@@ -221,7 +221,7 @@ async def decide(plural: str, namespace: str, name: str, body: DecisionsIn, requ
     unknown = [d.id for d in body.decisions if d.id not in pending]
     if unknown:
         raise ClientError(400, "decisions", f"{', '.join(unknown)} not waiting for a decision "
-                                            f"(waiting: {', '.join(pending) or 'none'})")
+                                            f"({len(pending)} call(s) are waiting)")  # ids unnamed: not the caller's
     decisions = {
         d.id: {k: v for k, v in {"approved": d.approved, "reason": d.reason,
                                  "digest": pending[d.id].get("digest") or None}.items() if v is not None}

@@ -159,9 +159,10 @@ async def append_message(context_id: str, request: Request) -> JSONResponse:
     req = await _body(request, AppendMessage)
     await _allow(request, "patch")
     message: ContextMessage = req.message
-    answer = await _store(request).append(
+    store = _store(request)
+    answer = await store.append(
         context_id, message.role, [p.model_dump() for p in message.parts], message.token_count,
-        message.metadata, req.if_version,
+        message.metadata, req.if_version, writer_for(request, store.kube),
     )
     return JSONResponse(answer)
 
@@ -196,7 +197,8 @@ async def compact(context_id: str, request: Request) -> JSONResponse:
     req = await _body(request, Compact)
     await _allow(request, "patch")
     replacement = [{"role": m.role, "parts": [p.model_dump() for p in m.parts]} for m in req.replacement]
-    return JSONResponse(await _store(request).compact(context_id, replacement, req.if_version))
+    store = _store(request)
+    return JSONResponse(await store.compact(context_id, replacement, req.if_version, writer_for(request, store.kube)))
 
 
 @router.patch("/v1/contexts/{context_id}/metadata")

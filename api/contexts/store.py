@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,7 +234,7 @@ class ContextStore:
 
     async def append(
         self, name: str, role: str, parts: list[dict[str, Any]], token_count: int | None,
-        metadata: dict[str, Any] | None, if_version: int | None,
+        metadata: dict[str, Any] | None, if_version: int | None, writer: Any = None,
     ) -> dict[str, int]:
         def record(stored: Stored) -> dict[str, Any]:
             seq = len(stored.state.messages) + 1
@@ -248,14 +249,15 @@ class ContextStore:
                 },
             }
 
-        stored, written = await self._write(name, if_version, record)
+        stored, written = await self._write(name, if_version, record, writer)
         return {
             "seq": len(stored.state.messages) + 1,
             "version": stored.state.version + 1,
             "token_estimate": int(written["context"]["tokenCount"]),
         }
 
-    async def compact(self, name: str, replacement: list[dict[str, Any]], if_version: int | None) -> dict[str, int]:
+    async def compact(self, name: str, replacement: list[dict[str, Any]], if_version: int | None,
+                      writer: Any = None) -> dict[str, int]:
         def record(stored: Stored) -> dict[str, Any]:
             chat = [to_chat(m["role"], m["parts"], 0) for m in replacement]
             before = count_messages(stored.state.working_messages())
@@ -268,7 +270,7 @@ class ContextStore:
                 "context": {"replacement": replacement, "insertedAt": now_iso()},
             }
 
-        stored, _ = await self._write(name, if_version, record)
+        stored, _ = await self._write(name, if_version, record, writer)
         return {"version": stored.state.version + 1}
 
     def tail(self, stored: Stored, offset: int, limit: int) -> list[dict[str, Any]]:
@@ -337,11 +339,18 @@ class ContextStore:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    async def _write(self, name: str, if_version: int | None, make: Any) -> tuple[Stored, dict[str, Any]]:
+    async def _write(self, name: str, if_version: int | None, make: Any, writer: Any = None) -> tuple[Stored, dict[str, Any]]:
         """Appends the record `make(stored)` builds to the transcript, as the next record, with
-        optimistic concurrency; returns the context as it was just before, and the record."""
+        optimistic concurrency; returns the context as it was just before, and the record.
+
+        The transcript's chunks are the API's own storage (ConfigMaps nobody else writes), so
+        the caller's right to change this history is asked of the cluster first, as the caller:
+        `writer` (the caller, impersonated) stamps the Conversation (`context-write`, a new value),
+        which RBAC (patch conversations) and the requester admission policy (only the
+        creator changes a Conversation's history) judge like any change of the caller's."""
         if if_version is not None:
             self._check(name, await self.read(name), if_version)  # a stale guard fails without queueing
+        await self._stamp(name, writer or self.kube)
         async with self._locks[name]:
             for _ in range(_WRITE_ATTEMPTS):
                 stored = await self.read(name)
@@ -350,6 +359,14 @@ class ContextStore:
                 if await self._store(stored, record):
                     return stored, record
         raise ContextError(503, "unavailable", f"context {name!r} keeps changing; retry with backoff")
+
+    async def _stamp(self, name: str, writer: Any) -> None:
+        # a new value every time (a time alone can repeat within a second: no change to judge)
+        stamp = {UPDATED_ANNOTATION: now_iso(), WRITE_ANNOTATION: uuid.uuid4().hex}
+        try:
+            await writer.patch(self._path(name), {"metadata": {"annotations": stamp}})
+        except ApiException as exc:
+            raise _refused(exc) from exc
 
     @staticmethod
     def _check(name: str, stored: Stored, if_version: int | None) -> None:
@@ -419,7 +436,11 @@ SEAL_KEY = "sealed"
 """In a transcript chunk no more records go to (not a record key: readers skip it)."""
 
 UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
-"""When the context's settings or metadata last changed through `/v1`."""
+"""When the context's settings, metadata or log last changed through `/v1`."""
+
+WRITE_ANNOTATION = "lestrade.dev/context-write"
+"""A new random value at every transcript write through `/v1`, written as the caller first, so
+that the requester admission policy sees each write (operator/admission/requester.py)."""
 
 _SEQ, _PARTS, _ROLE = "__lestrade_seq", "__lestrade_parts", "__lestrade_role"
 

@@ -373,12 +373,13 @@ class ChatStore:
         if unknown:
             raise ClientError(
                 400, field,
+                # The waiting ids are not named: they may be another user's calls.
                 f"not waiting for approval in conversation {name}: {', '.join(map(json.dumps, unknown))}"
-                + (f"; waiting: {', '.join(waiting)}" if waiting else "; nothing is waiting"),
+                + (f"; {len(waiting)} call(s) are waiting" if waiting else "; nothing is waiting"),
             )
         missing = [i for i in waiting if i not in ids]
         if missing:
-            raise ClientError(400, field, f"decide every waiting call; missing: {', '.join(missing)}")
+            raise ClientError(400, field, f"decide every waiting call; {len(missing)} more are waiting")
         if set(view.pending_ids) != set(waiting):
             return None  # status has not caught up with the transcript yet
         patch = {

@@ -10,7 +10,10 @@
   that changes either annotation. On a cluster without the mutating policy, the annotations are
   therefore either truthful or absent (the API sets them for its callers; a run without them
   gets its own namespace only). It also refuses new turns in a Conversation from anyone but its
-  creator, since every turn runs with the creator's scope.
+  creator, since every turn runs with the creator's scope, and any change of its history or
+  context settings (`spec.context`, `spec.tombstoned`, the context store's
+  `context-updated-at` / `context-write` stamps, which the API writes as the caller before each
+  transcript append or compaction) likewise.
 
 Both are CEL inside the apiserver: no webhook, nothing that can be down. The API writes as the
 HTTP caller (impersonation), so the caller, not the API, is recorded.
@@ -30,6 +33,12 @@ from lestrade.kube import ApiException, Kube, api_path
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
+# Stamped by the API's context store, as the caller, on every change of a Conversation's
+# history (appends, compactions) and settings; the API's own constant, repeated here because
+# the operator does not import the API (a test keeps them equal).
+CONTEXT_UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
+CONTEXT_WRITE_ANNOTATION = "lestrade.dev/context-write"
+
 __all__ = ["POLICY_NAME", "validating_manifests", "mutating_manifests", "install_requester_policy", "chart_template", "main"]
 
 logger = logging.getLogger(__name__)
@@ -38,6 +47,7 @@ POLICY_NAME = "lestrade-requester"
 FIELD_MANAGER = "lestrade-operator"
 _LABELS = {"app.kubernetes.io/name": "lestrade"}
 _GROUPS = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
+_STAMP = CONTEXT_UPDATED_ANNOTATION
 
 
 def _match(operations: list[str]) -> dict[str, Any]:
@@ -101,6 +111,22 @@ def validating_manifests() -> list[dict[str, Any]]:
                     "messageExpression": f"'spec.turns: only ' + variables.old['{by}'] + ' may ask in "
                     "this Conversation (every turn reads with the scope of its creator); start a "
                     "Conversation of your own'",
+                    "reason": "Forbidden",
+                },
+                {
+                    # The history is what the next turn follows, with the creator's scope.
+                    "expression": f"request.operation != 'UPDATE' || request.resource.resource != "
+                    f"'{CONVERSATION_PLURAL}' || !('{by}' in variables.old) || "
+                    f"variables.old['{by}'] == request.userInfo.username || ("
+                    f"['{_STAMP}', '{CONTEXT_WRITE_ANNOTATION}'].all(k, (k in variables.new) == (k in variables.old) && "
+                    "(!(k in variables.new) || variables.new[k] == variables.old[k])) && "
+                    "has(object.spec.context) == has(oldObject.spec.context) && "
+                    "(!has(object.spec.context) || object.spec.context == oldObject.spec.context) && "
+                    "(has(object.spec.tombstoned) ? object.spec.tombstoned : false) == "
+                    "(has(oldObject.spec.tombstoned) ? oldObject.spec.tombstoned : false))",
+                    "messageExpression": f"'the history and context of this Conversation: only ' + "
+                    f"variables.old['{by}'] + ' may change them (the next turn follows them with the "
+                    "scope of its creator)'",
                     "reason": "Forbidden",
                 },
             ],

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from lestrade.kube import Kube, conversation_path
 from lestrade.operator.agent.toolcalls import Call, execute
 from lestrade.operator.tools.base import Tool, ToolOutput
+from lestrade.operator.tools.bash.parse import BashParseError, parse_command
 from lestrade.resources.conversation import HarnessSettings, Permissions, ToolPermission
 from lestrade.runs.transcript import RecordType, Transcript
 
@@ -83,14 +84,43 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def _command_matches(command: str, pattern: str) -> bool:
+    """A bash command line matches a command glob only when every stage of every pipeline,
+    as the bash tool itself parses it, does: `kubectl get *` must not also allow
+    `kubectl get x; sh -c ...` or `kubectl get x | sh`. A line that needs a shell (variables,
+    substitutions, subshells) or that the parser cannot read matches nothing."""
+    try:
+        line = parse_command(command)
+    except BashParseError:
+        return False
+    if line.unsupported:
+        return False
+    stages = line.stages()
+    return bool(stages) and all(
+        fnmatch.fnmatchcase(" ".join([*stage.argv, *(_redirect_text(r) for r in stage.redirects)]), pattern)
+        for stage in stages
+    )
+
+
+def _redirect_text(redirect: Any) -> str:
+    if redirect.op == "dup":
+        return f"{redirect.fd}>&{redirect.target}"
+    return f"{'' if redirect.fd in (0, 1) else ('&' if redirect.fd == -1 else redirect.fd)}{redirect.op}{redirect.target}"
+
+
 def rule_matches(rule: ToolPermission, name: str, params: dict[str, Any]) -> bool:
     """The rule's tool glob matches the tool's name and each of its parameter globs matches
     the call's value (fnmatch, case-sensitive; a non-string value is matched as its JSON
-    text)."""
+    text). The bash tool's `command` is matched per parsed pipeline stage (`_command_matches`)."""
     if not fnmatch.fnmatchcase(name, rule.tool):
         return False
     for key, pattern in (rule.params or {}).items():
-        if key not in params or not fnmatch.fnmatchcase(_as_text(params[key]), pattern):
+        if key not in params:
+            return False
+        if name == "bash" and key == "command" and isinstance(params[key], str):
+            if not _command_matches(params[key], pattern):
+                return False
+        elif not fnmatch.fnmatchcase(_as_text(params[key]), pattern):
             return False
     return True
 
@@ -217,8 +247,10 @@ class Gate:
             **({"rule": rule} if rule else {}), **tag.fields(),
         )
 
-    def by_rules(self, call: Call, tag: AgentTag) -> tuple[bool, str | None] | None:
-        """The rules' verdict (recorded), or None when the call must be relayed."""
+    def by_rules(self, call: Call, tag: AgentTag, *, may_allow: bool = True) -> tuple[bool, str | None] | None:
+        """The rules' verdict (recorded), or None when the call must be relayed. With
+        `may_allow` false (the tool itself would ask a person), no allow rule applies: a
+        harness rule never skips a tool's own approval tier."""
         stored = self.transcript.state.decisions.get(call.id)
         if stored is not None:  # decided before a restart
             return bool(stored["approved"]), stored.get("reason")
@@ -229,6 +261,8 @@ class Gate:
                 reason = deny.reason or "denied by the session's rules"
                 self._record(call, tag, False, reason, "deny")
                 return False, reason
+        if not may_allow:
+            return None
         for index, rule in enumerate(rules.allowlist or []):
             if rule_matches(rule, name, params):
                 self._record(call, tag, True, None, f"allowlist[{index}]")
@@ -242,9 +276,11 @@ class Gate:
                 return True, None
         return None
 
-    async def decide(self, call: Call, tag: AgentTag, description: str) -> tuple[bool, str | None]:
-        """(approved, reason) for this call: by the rules, or by whoever answers its relay."""
-        verdict = self.by_rules(call, tag)
+    async def decide(self, call: Call, tag: AgentTag, description: str,
+                     needs_person: bool = False) -> tuple[bool, str | None]:
+        """(approved, reason) for this call: by the rules, or by whoever answers its relay
+        (always a relay when the tool's own tier would send the call to a person)."""
+        verdict = self.by_rules(call, tag, may_allow=not needs_person)
         if verdict is not None:
             return verdict
         return await self._relay(call, tag, description)
@@ -326,7 +362,13 @@ class GatedTool:
         raise RuntimeError("a harness tool runs through run_call (it needs the call's id)")
 
     async def run_call(self, call: Call, params: dict[str, Any]) -> ToolOutput:
-        approved, reason = await self.gate.decide(call, self.tag, self.describe(params))
+        # A command glob cannot say what a command line does; the bash tool's own tier can, so
+        # what it would send to a person goes to one even when a rule matches.
+        try:
+            needs_person = self.inner.name == "bash" and bool(self.inner.needs_approval(params))
+        except Exception:
+            needs_person = True
+        approved, reason = await self.gate.decide(call, self.tag, self.describe(params), needs_person)
         if not approved:
             why = f" Reason: {reason}" if reason else ""
             return ToolOutput("denied", data=f"The user denied this tool call; it was not run.{why}")  # type: ignore[arg-type]

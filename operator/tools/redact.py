@@ -126,6 +126,7 @@ _URL_USERINFO = re.compile(
 )
 _CLI_PASSWORD = re.compile(
     r"(?<!\S)(?P<head>(?:(?:mysql|mysqldump|mysqladmin|mariadb|sshpass)(?:[ \t]+\S{1,256}){0,12}?[ \t]+-p"
+    r"|sshpass(?:[ \t]+\S{1,256}){0,12}?[ \t]+-p[ \t]*"
     r"|redis-cli(?:[ \t]+\S{1,256}){0,12}?[ \t]+-a[ \t]*"
     r"|curl(?:[ \t]+\S{1,256}){0,12}?[ \t]+(?:-u|--user)[ \t]*[\"']?[^\s:\"']{1,256}:))(?P<val>[^\s-]\S*)"
 )
@@ -199,6 +200,49 @@ def _yaml_block_end(text: str, value_end: int, key_pos: int) -> int | None:
     return pos
 
 
+# After `KEY=value`, the value goes on over blanks, `;` and `,` unless a new `key=` starts there
+# (`password=my pass;word user=x`); the look-ahead is bounded, so the scan stays linear.
+_MORE_VALUE = re.compile(r"""(?:[ \t;,]{1,8}(?!-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,64}(?:=|:[ \t]))[^\s;,&"'}\]\\]+)*+""")
+
+
+def _flow_context(text: str, pos: int) -> bool:
+    """Is `pos` inside `{...}` or `[...]` opened earlier on its line (YAML flow, inline JSON)?"""
+    start = text.rfind("\n", max(0, pos - 512), pos) + 1
+    return text.find("{", start, pos) >= 0 or text.find("[", start, pos) >= 0
+
+
+def _continuation_end(text: str, line_end: int, column: int) -> int:
+    """End of the lines after `line_end` indented deeper than `column` (a folded YAML scalar)."""
+    pos = line_end
+    while pos < len(text) and text[pos] == "\n":
+        nl = text.find("\n", pos + 1)
+        end = len(text) if nl < 0 else nl
+        line = text[pos + 1 : end]
+        if not line.strip() or _INDENT.match(line).end() <= column:
+            break
+        pos = end
+    return pos
+
+
+def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str]) -> int:
+    """Where an unquoted credential value ends: after `:` (YAML, describe) at the end of its
+    line and of the lines folded below it; after `=` at the next `key=` or the line's end."""
+    nl = text.find("\n", value.end())
+    line_end = len(text) if nl < 0 else nl
+    if m.group("sep").strip() == ":":
+        # a key that starts a line, an item or a word (`  password: x`, `- token: x`); not one
+        # inside a colon path (`system:serviceaccount:ns-credentials:name`): that one's value
+        # ends at the first blank, as it cannot be folded YAML
+        before = text[m.start() - 1] if m.start() else "\n"
+        if before not in " \t\n{,[":
+            return value.end()
+        if not _flow_context(text, m.start()):
+            column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+            return _continuation_end(text, line_end, column)
+    more = _MORE_VALUE.match(text, value.end(), line_end)  # always matches (maybe empty)
+    return more.end() if more else value.end()
+
+
 def _mask_key_values(text: str) -> str:
     out: list[str] = []
     pos = 0
@@ -228,11 +272,74 @@ def _mask_key_values(text: str) -> str:
         unquoted_size = value.group("val") is not None and text.startswith(" bytes", value.end())
         if _safe_value(raw or "") or unquoted_size:  # `password:  7 bytes` is kubectl describe's size
             out.append(text[pos : value.end()])
-        elif quote:
+            pos = value.end()
+            continue
+        if quote:
             out.append(f"{head}{quote}{REDACTED}{quote}")
-        else:
-            out.append(f"{head}{REDACTED}")
-        pos = value.end()
+            pos = value.end()
+            if not value.group().endswith(quote) or len(value.group()) == 1:
+                # an unclosed quote: the string goes on, folded, on the lines below
+                nl = text.find("\n", pos)
+                column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+                pos = _continuation_end(text, len(text) if nl < 0 else nl, column)
+            continue
+        out.append(f"{head}{REDACTED}")
+        pos = _unquoted_end(text, m, value)
+
+
+# `kubectl describe configmap`: each key as `KEY:`, a `----` line, then the value on the lines
+# below, up to the next such header, the `BinaryData` section or `Events:`.
+_DESCRIBE_DATA_KEY = re.compile(r"(?m)^(?P<key>[^\s:][^\n:]{0,252}):[ \t]*\n-{3,}[ \t]*(?:\n|\Z)")
+_DESCRIBE_DATA_END = re.compile(r"(?m)^(?:BinaryData|Events:|Data)[ \t]*$")
+
+
+def _mask_describe_data(text: str) -> str:
+    if "\n---" not in text:
+        return text
+    headers = list(_DESCRIBE_DATA_KEY.finditer(text))
+    if not headers:
+        return text
+    out: list[str] = []
+    pos = 0
+    for i, header in enumerate(headers):
+        if header.start() < pos or not is_sensitive_key(header.group("key").strip()):
+            continue
+        limit = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        stop = _DESCRIBE_DATA_END.search(text, header.end(), limit)
+        end = stop.start() if stop else limit
+        out.append(text[pos : header.end()] + REDACTED + "\n\n")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# Credentials in prose (an Event's message, a log line): `password is x`, `with password 'x'`,
+# `token abc123`. After a connecting word any value is masked; right after the word only a
+# quoted one or one that does not read as a word (digits, symbols, mixed case), so
+# `password authentication failed` stays readable. `secret` is left out: in Kubernetes
+# messages it names an object (`secret "db" not found`).
+_PROSE = re.compile(
+    r"(?i:(?<![A-Za-z0-9_.\-])(?P<word>passwords?|passwd|passphrase|pwd|tokens?|api[ _-]?keys?|credentials?))"
+    r"(?P<gap>[ \t]+(?:(?i:is|was|set to|to|of|=)[ \t]+)?)"
+    r"(?P<val>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'=:]{1,256})"
+)
+_CONNECTORS = re.compile(r"[ \t]+(?:is|was|set to|to|of|=)[ \t]+", re.IGNORECASE)
+_PLAIN_WORD = re.compile(r"[A-Za-z]+[.,;:!?)]?|[a-z]+-[a-z]+")
+_PROSE_KEEP = frozenset({"is", "was", "for", "and", "or", "the", "a", "an", "in", "on", "not", "has", "have",
+                         "expired", "invalid", "required", "missing", "from", "with", "request", "refresh"})
+
+
+def _mask_prose(m: re.Match[str]) -> str:
+    val = m.group("val")
+    connected = _CONNECTORS.fullmatch(m.group("gap")) is not None
+    quoted = val[:1] in "\"'"
+    if _safe_value(val) or val.lower().strip(".,;:!?") in _PROSE_KEEP or val.startswith(("[", "<")):
+        return m.group(0)
+    if m.string.startswith(" bytes", m.end()):  # `password  7 bytes`: kubectl describe's size
+        return m.group(0)
+    if not connected and not quoted and _PLAIN_WORD.fullmatch(val) and not (any(c.isupper() for c in val[1:])):
+        return m.group(0)
+    return f"{m.group('word')}{m.group('gap')}{val[0] + REDACTED + val[0] if quoted else REDACTED}"
 
 
 # A flag followed by its value as the next argument: `--password hunter2`, and the same as list
@@ -258,7 +365,12 @@ _YAML_ENV = re.compile(
     r"[ \t]*(?:-[ \t]+)?value:[ \t]*)(?P<val>[^\n]+)"
 )
 _JSON_ENV = re.compile(
-    r"(?P<head>\"name\"[ \t]*:[ \t]*\"(?P<key>[^\"\n]{1,128})\"[ \t]*,[ \t\n]*\"value\"[ \t]*:[ \t]*)\"(?P<val>(?:[^\"\\\n]|\\.)*+)\""
+    r"(?P<head>(?P<q>\\{0,3}\")name(?P=q)[ \t]*:[ \t]*(?P=q)(?P<key>[^\"\\\n]{1,128})(?P=q)[ \t]*,[ \t\n]*(?P=q)value(?P=q)"
+    r"[ \t]*:[ \t]*(?P=q))(?P<val>(?:[^\"\\\n]|\\(?!\")[^\n])*+)(?P=q)"
+)
+_FLOW_ENV = re.compile(
+    r"(?P<head>\{[ \t]*name:[ \t]*[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,127})[\"']?[ \t]*,[ \t]*value:[ \t]*)"
+    r"(?P<val>\"[^\"\n]*\"|'[^'\n]*'|[^,}\n]+)"
 )
 _JSON_ENV_REVERSED = re.compile(
     r"(?P<head>\"value\"[ \t]*:[ \t]*)\"(?P<val>(?:[^\"\\\n]|\\.)*+)\"(?P<tail>[ \t]*,[ \t\n]*\"name\"[ \t]*:[ \t]*\"(?P<key>[^\"\n]{1,128})\")"
@@ -281,6 +393,10 @@ def _mask_named_value(m: re.Match[str]) -> str:
         return f'{m.group("head")}"{REDACTED}"{m.group("tail")}'
     if m.re is _XML_ATTR_PAIR:
         return f"{m.group('head')}{REDACTED}{m.group('q2')}"
+    if m.re is _FLOW_ENV:
+        return f"{m.group('head')}{REDACTED}"
+    if m.re is _JSON_ENV:
+        return f"{m.group('head')}{REDACTED}{m.group('q')}"
     return f'{m.group("head")}"{REDACTED}"'
 
 
@@ -367,10 +483,12 @@ def redact(text: str, limit: int = MAX_REDACT_CHARS) -> str:
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BASIC.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(0) if _safe_value(m.group(2)) else f"{m.group(1)}{REDACTED}", text)
+    text = _PROSE.sub(_mask_prose, text)  # before netrc's `login x password y`, which reads `is` as y
     text = _mask_cli_and_netrc(text)
-    for pattern in (_YAML_ENV, _JSON_ENV, _JSON_ENV_REVERSED, _XML_ATTR_PAIR):
+    for pattern in (_YAML_ENV, _JSON_ENV, _JSON_ENV_REVERSED, _XML_ATTR_PAIR, _FLOW_ENV):
         text = pattern.sub(_mask_named_value, text)
     text = _XML_ELEMENT.sub(_mask_xml_element, text)
+    text = _mask_describe_data(text)
     text = _mask_key_values(text)
     text = _FLAG_NEXT.sub(_mask_flag_next, text)
     return text
@@ -386,29 +504,64 @@ async def redact_async(text: str, limit: int = MAX_REDACT_CHARS) -> str:
 def redact_object(obj: Any) -> Any:
     """Structurally mask a Kubernetes object (dicts/lists from JSON) before it is rendered.
 
-    Env entries and map keys with credential names lose their values, and a
-    `last-applied-configuration` annotation is re-serialised with the same masking, so the
-    rendered object is safe even before the text rules run.
+    A value under a credential-named key (a ConfigMap's `DB_PASSWORD`, an annotation, a CRD's
+    `password: 1234`) is masked whole, whatever its shape: multi-line, PEM, with blanks, a
+    number, a list of strings. So are env entries with credential names, the value after a
+    credential flag in an argument list (`["--password", "x"]`, `["sshpass", "-p", "x"]`), and
+    a `last-applied-configuration` annotation is re-serialised with the same masking. Every
+    other string goes through the text rules, so a value rendered without its key (jsonpath,
+    custom-columns) is masked already: the rendered object is safe before any text rule runs.
     """
     if isinstance(obj, list):
-        return [redact_object(v) for v in obj]
+        return _redact_list(obj)
+    if isinstance(obj, str):
+        return redact(obj) if len(obj) > 4 else obj
     if not isinstance(obj, dict):
         return obj
     out: dict[str, Any] = {}
     is_env_entry = isinstance(obj.get("name"), str) and "value" in obj and set(obj) <= {"name", "value", "valueFrom"}
     for key, value in obj.items():
-        if is_env_entry and key == "value" and is_sensitive_key(obj["name"]) and isinstance(value, str) and not _safe_value(value):
-            out[key] = REDACTED
+        if is_env_entry and key == "value" and is_sensitive_key(obj["name"]):
+            out[key] = _masked_whole(value)
         elif key == "kubectl.kubernetes.io/last-applied-configuration" and isinstance(value, str):
             out[key] = _redact_json_string(value)
-        elif isinstance(value, str) and is_sensitive_key(key) and not _safe_value(value):
-            out[key] = REDACTED
+        elif isinstance(key, str) and is_sensitive_key(key) and not isinstance(value, dict):
+            out[key] = _masked_whole(value)
         else:
             out[key] = redact_object(value)
     if obj.get("kind") == "Secret":
         for field in ("data", "stringData"):
             if isinstance(obj.get(field), dict):
                 out[field] = {k: REDACTED for k in obj[field]}
+    return out
+
+
+def _masked_whole(value: Any) -> Any:
+    """A credential's value, masked whatever its type (booleans, null and references kept)."""
+    if isinstance(value, list):
+        return [_masked_whole(v) for v in value]
+    if isinstance(value, dict):
+        return redact_object(value)
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and _safe_value(value)):
+        return value
+    return REDACTED
+
+
+# `sshpass -p PASSWORD`, `mysql -p PASSWORD` style tools, as separate list items.
+_SHORT_PASSWORD_FLAGS = {"sshpass": ("-p",), "redis-cli": ("-a",), "mysql": ("-p",), "mysqldump": ("-p",),
+                         "mysqladmin": ("-p",), "mariadb": ("-p",), "htpasswd": ("-b",)}
+
+
+def _redact_list(items: list[Any]) -> list[Any]:
+    out = [redact_object(v) for v in items]
+    programs = {str(v).rsplit("/", 1)[-1] for v in items if isinstance(v, str)}
+    short = {flag for program, flags in _SHORT_PASSWORD_FLAGS.items() if program in programs for flag in flags}
+    for i, item in enumerate(items[:-1]):
+        if not isinstance(item, str) or not item.startswith("-") or "=" in item or not isinstance(items[i + 1], str):
+            continue
+        if item in short or is_sensitive_key(item.lstrip("-")):
+            if not _safe_value(items[i + 1]) and not items[i + 1].startswith("-"):
+                out[i + 1] = REDACTED
     return out
 
 

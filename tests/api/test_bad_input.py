@@ -96,22 +96,44 @@ def test_bodies_that_are_not_a_json_object(api: Any, raw: bytes) -> None:
     assert response.status_code == 422, response.text
 
 
-@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain"])
-def test_json_is_read_whatever_the_content_type_says(api: Any, content_type: str | None) -> None:
+@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain",
+                                          "text/plain;charset=UTF-8", "multipart/form-data; boundary=x"])
+def test_without_authentication_bodies_must_say_they_are_json(api: Any, content_type: str | None) -> None:
+    """Authentication is off here (as under `make run`): a web page's cross-site POST (a form
+    or text/plain, which needs no preflight) must not start a run (issue 29)."""
     headers = {} if content_type is None else {"Content-Type": content_type}
     response = httpx.post(f"{api.base}/api/chat", content=b'{"ask": "hi", "model": "gpt-nope"}', headers=headers)
-    refused(response, 400, "model")  # parsed as JSON: the model name was read
+    refused(response, 415, "Content-Type")
+    json_ok = httpx.post(f"{api.base}/api/chat", content=b'{"ask": "hi", "model": "gpt-nope"}',
+                         headers={"Content-Type": "application/json; charset=utf-8"})
+    refused(json_ok, 400, "model")  # read as JSON: the model name was read
+
+
+@pytest.mark.parametrize(("headers", "field"), [
+    ({"Host": "attacker.example"}, "Host"),  # DNS rebinding: the page's own name, resolved to 127.0.0.1
+    ({"Host": "127.0.0.1.nip.io:8080"}, "Host"),
+    ({"Host": "localhost.attacker.example"}, "Host"),
+    ({"Origin": "https://attacker.example"}, "Origin"),
+    ({"Origin": "null"}, "Origin"),
+    ({"Origin": "http://localhost.attacker.example"}, "Origin"),
+])
+def test_without_authentication_only_local_pages_and_names_are_answered(
+        api: Any, headers: dict[str, str], field: str) -> None:
+    for method, path in (("POST", "/api/chat"), ("GET", "/api/model"), ("GET", "/v1/contexts/x")):
+        response = httpx.request(method, f"{api.base}{path}", json={"ask": "hi"}, headers=headers)
+        refused(response, 403, field)
+    assert httpx.get(f"{api.base}/api/model", headers={"Origin": api.base, "Host": "localhost"}).status_code == 200
 
 
 def test_bodies_over_the_size_limit(api: Any) -> None:
     big = b'{"ask": "' + b"x" * (70 * 1024) + b'"}'
-    refused(httpx.post(f"{api.base}/api/chat", content=big), 413, "body")
+    refused(httpx.post(f"{api.base}/api/chat", content=big, headers={"Content-Type": "application/json"}), 413, "body")
 
     def chunks() -> Any:  # no Content-Length: the limit is counted as the body arrives
         for _ in range(70):
             yield b"x" * 1024
 
-    refused(httpx.post(f"{api.base}/api/chat", content=chunks()), 413, "body")
+    refused(httpx.post(f"{api.base}/api/chat", content=chunks(), headers={"Content-Type": "application/json"}), 413, "body")
 
 
 def test_a_last_event_id_the_server_never_issued(api: Any) -> None:

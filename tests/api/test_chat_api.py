@@ -66,12 +66,14 @@ def test_a_chat_becomes_a_conversation_and_a_follow_up_continues_it(
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
         assert body["metadata"]["max_tokens"] > 0 and body["metadata"]["tokens"]["system_tokens"] > 0
 
-        # `kubectl get conv` shows the chat; the follow-up (no Content-Type header, as the
-        # Robusta runner sends it) continues the same Conversation.
+        # `kubectl get conv` shows the chat; the follow-up continues the same Conversation.
+        # (Authentication is off here, so the body must say it is JSON; a body without a
+        # Content-Type, as the Robusta runner sends it, is read with authentication on:
+        # test_auth_api.)
         (conv,) = conversations(api_client, namespace)
         assert conv["metadata"]["name"] == body["conversation_id"]
         raw = json.dumps({"ask": "What did the probe say?", "conversation_history": history}).encode()
-        second = http.post("/api/chat", content=raw, headers={"Content-Type": ""})
+        second = http.post("/api/chat", content=raw, headers={"Content-Type": "application/json"})
         assert second.status_code == 200, second.text
         again = second.json()
         assert again["conversation_id"] == body["conversation_id"]

@@ -94,6 +94,15 @@ def test_a_forged_or_edited_history_never_runs_a_tool_call(
         assert refused.status_code == 400
         assert refused.json()["field"] == "tool_decisions" and "evil-1" in refused.json()["detail"]
         assert "decisions" not in get_conv(api_client, namespace, body["conversation_id"])["spec"]
+        # A guessed id by conversation id: the answer names no waiting call (they may be
+        # another user's; issue 29), only how many wait.
+        guessed = http.post("/api/chat", json={
+            "conversation_id": body["conversation_id"],
+            "tool_decisions": [{"tool_call_id": "guess-1", "approved": True}],
+        })
+        assert guessed.status_code == 400, guessed.text
+        for answer in (refused, guessed):
+            assert "fix-1" not in answer.text and "1 call(s) are waiting" in answer.json()["detail"], answer.text
 
         # The real pending call, its arguments edited in the history, approved: the stored
         # call runs exactly as the model asked, not the edited one.

@@ -39,7 +39,10 @@ def test_pages_data_and_bad_input(stack: Any, model_server: Any, scenario_name: 
         assert http.get(f"/api/console/runs/investigations/{namespace}/Bad_Name").json()["field"] == "name"
         missing = http.post(f"/api/console/runs/investigations/{namespace}/{name}/decisions",
                             json={"decisions": [{"id": "fix-9", "approved": True}]})
-        assert missing.status_code == 400 and missing.json()["field"] == "decisions" and "fix-1" in missing.json()["detail"]
+        assert missing.status_code == 400 and missing.json()["field"] == "decisions"
+        # issue 29: the error names the caller's wrong id, never the waiting ones (maybe another user's)
+        assert "fix-9" in missing.json()["detail"] and "fix-1" not in missing.json()["detail"]
+        assert "1 call(s) are waiting" in missing.json()["detail"]
 
         detail = http.get(f"/api/console/runs/investigations/{namespace}/{name}").json()
         assert detail["mayDecide"] is True

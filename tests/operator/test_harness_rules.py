@@ -41,6 +41,15 @@ def gate(permissions: dict[str, Any], transcript: Transcript | None = None) -> G
     ({"tool": "kubectl_*"}, "kubectl_describe", {}, True),
     ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get pods"}, True),
     ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "rm -rf /"}, False),
+    # issue 29: per parsed stage, with the bash tool's parser: a glob allows no other stage
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get x; sh -c 'touch y'"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get x | sh"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get x && rm -rf /"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get x\nrm -rf /"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get $(id)"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get x'"}, False),
+    ({"tool": "bash", "params": {"command": "kubectl get *"}}, "bash", {"command": "kubectl get 'x; sh'"}, True),  # one argument
+    ({"tool": "bash", "params": {"command": "kubectl get *|grep *"}}, "bash", {"command": "kubectl get x | grep y"}, False),
     # A parameter the rule names but the call lacks never matches.
     ({"tool": "bash", "params": {"command": "*"}}, "bash", {}, False),
     # Globs are case-sensitive; non-string values are matched as JSON text.
@@ -84,3 +93,36 @@ def test_a_subagents_decisions_carry_its_tag() -> None:
     g.by_rules(call("c-1", "probe"), child)
     [record] = g.transcript.state.records
     assert (record["agentId"], record["parentId"], record["depth"]) == ("agent-s1", "s1", 1)
+
+
+class RecordingGate:
+    """Stands in for the relay step: records whether the call had to go to a person."""
+
+    def __init__(self, permissions: dict[str, Any]) -> None:
+        self.inner = gate(permissions)
+        self.asked: list[bool] = []
+
+    async def decide(self, c: Call, tag: AgentTag, description: str, needs_person: bool = False) -> tuple[bool, str | None]:
+        self.asked.append(needs_person)
+        verdict = self.inner.by_rules(c, tag, may_allow=not needs_person)
+        return verdict if verdict is not None else (False, "relayed to a person")
+
+
+@pytest.mark.parametrize(("command", "by_rule"), [
+    ("kubectl get pods", True),  # read-only: the rule may allow it
+    ("kubectl get pods > /tmp/out", False),  # the bash tool's tier asks a person: so does the gate
+    ("kubectl delete pod web", False),
+    ("kubectl get pods -o yaml | sh", False),
+])
+async def test_a_harness_allow_never_skips_the_bash_tools_approval_tier(command: str, by_rule: bool) -> None:
+    from lestrade.operator.harness.gate import GatedTool
+    from lestrade.operator.tools.bash.tool import bash_toolset
+
+    [bash] = bash_toolset().tools
+    recording = RecordingGate({"allowlist": [{"tool": "bash"}]})
+    tool = GatedTool(inner=bash, gate=recording, tag=MAIN_AGENT, timeout=5)  # type: ignore[arg-type]
+    c = call("c-1", "bash", command=command)
+    output = await tool.run_call(c, c.params)
+    assert recording.asked == [not by_rule]
+    if not by_rule:
+        assert output.status == "denied" and "relayed to a person" in str(output.data)

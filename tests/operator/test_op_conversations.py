@@ -169,13 +169,28 @@ def test_deleting_a_running_conversation_stops_its_turn(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
     start_operator: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="never", latency_ms=120_000)]))
+    """In-process runs have no finalizer, so the delete completes whatever happens: what must
+    be seen is the turn stopping — its slow tool cancelled, its run slot freed, the model not
+    asked again (issue 29: the old test could not fail)."""
+    from lestrade.operator.base.metrics import RUNS_ACTIVE
+
+    tag = scenario_name
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[
+        Step(tool_calls=[ToolCall(id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300})]),
+        Step(content="never reached"),
+    ]))
     start_operator(scenario_name)
+    active = RUNS_ACTIVE.labels("Conversation")
+    before = active._value.get()
     create_conv(api_client, namespace, "doomed", "Think for a long time.")
-    wait_conv(api_client, namespace, "doomed", phase_is("Running"))
+    wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1, timeout=60)
+    assert active._value.get() == before + 1
     k8s.CustomObjectsApi(api_client).delete_namespaced_custom_object(GROUP, VERSION, namespace, CONV_PLURAL, "doomed")
     gone = wait_conv(api_client, namespace, "doomed", lambda o: bool(o.get("deleted")), timeout=30)
     assert gone["metadata"]["name"] == "doomed"
+    # The turn stops: its run ends (the 300 s tool is cancelled) well before the tool would.
+    wait_until("the turn to stop", lambda: active._value.get() == before, timeout=30)
+    assert len(model_server.requests(scenario_name)) == 1  # never asked for the next step
 
 
 def test_conversations_and_investigations_share_the_run_slots(

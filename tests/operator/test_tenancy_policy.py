@@ -130,3 +130,21 @@ def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None
     assert env["LESTRADE_SCOPES_NAMESPACE"] == "r-lestrade-scopes"
     assert env["LESTRADE_SCOPE_POLICY"] == "ops/r-lestrade-scope-policy"
     assert env["LESTRADE_TOOLS_READ_ROLE"] == "r-lestrade-tools-read"
+
+
+@pytest.mark.parametrize("requester", [None, Requester(username="x", groups=[]), Requester(username="x", groups=["sre"])])
+@pytest.mark.parametrize("namespace", ["team-b", "finance", "default"])
+def test_a_grant_with_neither_groups_nor_from_namespaces_matches_nothing(
+        namespace: str, requester: Requester | None) -> None:
+    """Issue 29: such a grant, if it matched, would give every run the namespace."""
+    policy = parse_policy("grants:\n  - namespaces: [finance, '*']\n")
+    assert not policy.error and len(policy.grants) == 1
+    scope = decide_scope(namespace, requester, policy)
+    assert not scope.cluster and scope.namespaces == [namespace]
+
+
+def test_the_policy_watches_the_stamps_the_context_store_writes() -> None:
+    from lestrade.api.contexts.store import UPDATED_ANNOTATION, WRITE_ANNOTATION
+
+    assert requester_policy.CONTEXT_UPDATED_ANNOTATION == UPDATED_ANNOTATION
+    assert requester_policy.CONTEXT_WRITE_ANNOTATION == WRITE_ANNOTATION

@@ -55,7 +55,14 @@ NEEDS_APPROVAL: dict[str, list[str]] = {
     ],
     "programs off the allowlist, by name or path": [
         "touch MARK", "/usr/bin/touch MARK", "sh -c 'touch MARK'", "env touch MARK", "python3 -c 'open(\"MARK\",\"w\")'",
-        "kubectl get pods -o go-template-file=/etc/passwd",
+    ],
+    # issue 29: `;`, `{`, `}` inside strings hid a redirection from a text pattern; `$ ENV`
+    "awk redirections behind strings, and jq's environment however spaced": [
+        "awk '{print \"a;b\" > \"MARK\"}'", "awk 'BEGIN{print \"}{\" > \"MARK\"}'",
+        "awk 'BEGIN{x=\"}\"; print x >> \"MARK\"}'", "awk 'BEGIN{print \"{\" ; printf \"x\" > \"MARK\"}'",
+        "awk 'BEGIN{printf(\"%s\", \";\") > \"MARK\"}'", "awk 'BEGIN{print \"x\" |& \"touch MARK\"}'",
+        "awk 'BEGIN{print \"unterminated}'", "jq -n '$ ENV'", "jq -n '$\nENV'", "jq -n '\"\\($ ENV)\"'",
+        "jq -n '\"\\(env)\"'", "jq -n '{a: env}'",
     ],
     "redirections and globs": [
         "echo x > MARK", "echo x >> MARK", "date &> MARK", "cat < /etc/passwd", "grep x *", "head -n1 *",
@@ -99,6 +106,15 @@ FORBIDDEN: dict[str, list[str]] = {
         "kubectl get all -A -o yaml", "kubectl get pods,secrets -o yaml", "kubectl get -o yaml -- secrets",
         "kubectl get secrets --sort-by=.data.password", "kubectl get --raw /api/v1/namespaces/x/%73ecrets/db",
         "kubectl get -f - -o yaml", "kubectl config view --raw", "kubectl create token default",
+    ],
+    # issue 29: formats kubectl would render itself (values without keys, transformed), or from a file
+    "kubectl output formats that read files or render Go templates": [
+        "kubectl get pods -o go-template-file=/etc/passwd", "kubectl get pods -o templatefile=/etc/passwd",
+        "kubectl get pods -otemplatefile=MARK", "kubectl get cm -o jsonpath-file=/etc/passwd",
+        "kubectl get cm -o custom-columns-file=/etc/passwd", "kubectl get cm app -o go-template='{{.data}}'",
+        "kubectl get cm app -o template='{{.data}}'", "kubectl get cm app --template='{{.data}}'",
+        "kubectl get cm app -o=go-template --template='{{.data | printf \"%x\"}}'",
+        "timeout 5 kubectl get cm -o templatefile=/etc/passwd",
     ],
     "kubectl behind wrappers a human might approve": [
         "kubectl get secrets -o name | xargs kubectl get -o yaml", "xargs kubectl get secret -o yaml",
@@ -223,9 +239,8 @@ async def test_forbidden_commands_never_run_even_when_called_directly(sandbox) -
 
 async def test_the_probes_see_a_side_effect_when_one_happens(sandbox) -> None:
     """Control: the same probes notice an approved write, so their silence above means something."""
-    out = await sandbox["tool"].run({"command": _concrete("sort -o MARK", sandbox, 0)})
-    assert out.status in ("success", "no_data"), out
-    assert (Path(str(sandbox["work"])) / "mark-0").exists()
+    out = await sandbox["tool"].run({"command": "sort -o mark-0 && ls"})  # in the call's own folder
+    assert out.status == "success" and "mark-0" in out.data, out
     # the runner itself, past the policy, does reach the listener
     runner = BashRunner(_runner_env(sandbox), timeout=20)
     await runner.run(parse_command(_concrete("kubectl -s URL get pods --request-timeout=2s", sandbox, 1)))

@@ -67,20 +67,22 @@ async def test_forbidden_command_never_runs_and_needs_no_approval(bash) -> None:
 
 async def test_approved_command_runs_as_argv(tmp_path: Path) -> None:
     bash = bash_toolset(timeout=10, cwd=str(tmp_path)).tools[0]
-    target = tmp_path / "made-by-approved-command"
-    params = {"command": f"touch {target}"}
+    params = {"command": "touch made-by-approved-command && ls"}
     assert bash.needs_approval(params) is True
     out = await bash.run(params)  # the agent loop calls run() only after approval
-    assert out.status in ("success", "no_data")
-    assert target.exists()
+    assert out.status == "success" and out.data.split() == ["made-by-approved-command"], out.text()
+    assert list(tmp_path.iterdir()) == []  # the call's own folder (inside cwd) went with the call
 
 
 async def test_approved_redirection_writes_the_file(tmp_path: Path) -> None:
     bash = bash_toolset(timeout=10, cwd=str(tmp_path)).tools[0]
-    params = {"command": "echo hello > out.txt"}
+    params = {"command": "echo hello > out.txt; cat out.txt"}
     assert bash.needs_approval(params)
-    await bash.run(params)
-    assert (tmp_path / "out.txt").read_text() == "hello\n"
+    out = await bash.run(params)
+    assert out.data == "hello\n", out.text()
+    # written in the call's own folder: not in `cwd` itself, which it may not write
+    out = await bash.run({"command": f"echo x > {tmp_path}/out.txt"})
+    assert out.status == "error" and "outside what tool processes may write" in (out.error or "")
 
 
 async def test_even_approved_commands_write_only_in_the_working_folder(bash, tmp_path: Path) -> None:

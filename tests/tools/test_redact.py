@@ -96,3 +96,39 @@ def test_redact_object_masks_env_and_last_applied() -> None:
     env = out["spec"]["containers"][0]["env"]
     assert env[1] == {"name": "LEVEL", "value": "debug"}
     assert env[2]["valueFrom"]["secretKeyRef"] == {"name": "t", "key": "token"}
+
+
+# issue 29: layouts that leaked (kubectl describe, blanks and `;` in values, folded YAML,
+# env in escaped JSON, `sshpass -p VALUE`, prose in Events)
+LAYOUTS = [
+    ("Data\n====\nDB_PASSWORD:\n----\nPl4nted one\nPl4nted two\n\nlevel:\n----\ninfo\n\nBinaryData\n====\n\nEvents:  <none>\n",
+     "info"),
+    ("DB_PASSWORD:  Pl4nted with spaces;and more\nLEVEL:  info", "info"),
+    ("password=Pl4nted with spaces;more user=bob", "user=bob"),
+    ("Password=Pl4nted;Server=db", "Server=db"),
+    ("spec:\n  password: Pl4nted-start\n    Pl4nted-folded\n  level: info", "level: info"),
+    ('spec:\n  password: "Pl4nted-start\n    Pl4nted-folded"\n  level: info', "level: info"),
+    ('"{\\"env\\":[{\\"name\\":\\"DB_PASSWORD\\",\\"value\\":\\"Pl4nted\\"},{\\"name\\":\\"L\\",\\"value\\":\\"info\\"}]}"', "info"),
+    ("- {name: DB_PASSWORD, value: Pl4nted}\n- {name: L, value: info}", "info"),
+    ("sshpass -p Pl4nted ssh db -l info", "ssh db"),
+    ("db login failed: password is Pl4nted", "db login failed"),
+    ("connecting with password 'Pl4nted plain'", "connecting"),
+    ("auth token Pl4nted9x rejected", "rejected"),
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), LAYOUTS)
+def test_layouts_of_issue_29_are_masked(text: str, kept: str) -> None:
+    out = redact(text)
+    assert "Pl4nted" not in out, out
+    assert kept in out, out
+
+
+@pytest.mark.parametrize("text", [
+    "password authentication failed for user app",
+    'MountVolume.SetUp failed for volume "db" : secret "db-creds" not found',
+    "token expired, refreshing",
+    "Data\n====\npassword  18 bytes\ntoken:  1234 bytes",
+])
+def test_prose_about_credentials_stays_readable(text: str) -> None:
+    assert redact(text) == text

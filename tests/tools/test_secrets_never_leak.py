@@ -45,8 +45,25 @@ def secret_world(api_client, namespace, make_pod):
     return namespace
 
 
+def _rot13(text: str, lower_only: bool = False) -> str:
+    """`tr a-z n-za-m` (lower_only) or `tr a-zA-Z n-za-mN-ZA-M`."""
+    table = str.maketrans("abcdefghijklmnopqrstuvwxyz", "nopqrstuvwxyzabcdefghijklm")
+    if not lower_only:
+        table.update(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "NOPQRSTUVWXYZABCDEFGHIJKLM"))
+    return text.translate(table)
+
+
 def _leaks_transformed(text: str) -> list[str]:
-    return [v for v in (VALUE, B64, INLINE, B64[:16]) if v in text or v[::-1] in text]
+    """The values as they are, reversed (`rev`) or rotated (`tr a-z n-za-m`, issue 29: the
+    detector must see what the transforms of the calls below would make of them)."""
+    return [v for v in (VALUE, B64, INLINE, B64[:16])
+            if any(form in text for form in (v, v[::-1], _rot13(v), _rot13(v, lower_only=True)))]
+
+
+def test_the_detector_sees_every_transform_the_calls_use() -> None:
+    assert _leaks_transformed(f"x {_rot13(VALUE, lower_only=True)} y") == [VALUE]
+    assert _leaks_transformed(f"x {_rot13(INLINE)} y") == [INLINE]
+    assert _leaks_transformed(f"x {VALUE[::-1]} y") == [VALUE]
 
 
 async def test_no_tool_output_contains_the_secret(api_client, cluster, secret_world) -> None:

@@ -9,7 +9,9 @@ operator's identity would go elsewhere:
   a Secret — `secret`, `secrets`, `sec`, `Secret.v1.`, `all`, a comma list, objects named by
   `-f`/`-k` — however `-o`/`--output`/`--template` are spelled or repeated;
 - `--raw` paths that reach Secrets (also percent-encoded), `config view --raw/--flatten`,
-  `create token`.
+  `create token`;
+- output formats kubectl would render itself from unmasked objects: Go templates and every
+  format that reads a file (`bash.kubectl_output`: the others are rendered from masked objects).
 This check reads the arguments conservatively (an unknown flag may take the next word, so that
 word still counts as a possible resource); it never relies on the allowlist parse.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from lestrade.operator.tools.bash.grammar import Grammar, NotAllowed, Opt, ParsedArgs, grammar, parse_args
+from lestrade.operator.tools.bash.kubectl_output import format_refusal
 
 __all__ = ["kubectl_forbidden", "kubectl_read_only"]
 
@@ -113,6 +116,11 @@ def kubectl_forbidden(argv: list[str]) -> str | None:
         if flag:
             return f"kubectl connection and identity flags ({flag}) are not allowed: tools act as their own read-only identity"
     words, outputs, flags = _scan(tokens)
+    if not (words[:1] == ["explain"]):
+        for output in [*outputs, *([""] if "--template" in flags and not outputs else [])]:
+            reason = format_refusal(output or "", "--template" in flags)
+            if reason:
+                return reason
     for raw in flags.get("--raw", []):
         if raw is not None and "secret" in unquote(unquote(raw)).lower():
             return "reading Secrets through --raw is not allowed"

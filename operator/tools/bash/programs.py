@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from lestrade.operator.tools.bash.awkjq import awk_program_reason, jq_program_reason
 from lestrade.operator.tools.bash.grammar import Grammar, Opt, ParsedArgs, grammar
 
 __all__ = ["GRAMMARS", "FILTERS", "TEXT_ONLY"]
@@ -29,10 +30,6 @@ _COUNT = Opt("count", arity=1)
 
 # --- awk -----------------------------------------------------------------------------------------
 
-# `system`, `getline` (reads files and command output), ENVIRON/PROCINFO/SYMTAB (the environment;
-# SYMTAB["ENVIRON"] reaches it too), ARGV/ARGC (a BEGIN block can add file operands), `@` (gawk's
-# indirect calls: @f() with f = "system"; @load, @include).
-_AWK_FORBIDDEN_WORDS = re.compile(r"\b(system|getline|ENVIRON|PROCINFO|SYMTAB|FUNCTAB|ARGV|ARGC|close)\b|@")
 _AWK_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _AWK_SPECIAL = re.compile(r"(ENVIRON|PROCINFO|SYMTAB|FUNCTAB|ARGV|ARGC)=")
 
@@ -41,12 +38,7 @@ def _awk_program(operands: list[str], _: ParsedArgs) -> str | None:
     if len(operands) != 1:
         # more operands are files or `var=value` assignments; both are read by awk, not us
         return "`awk` with operands after the program reads files; it may only filter the previous command's output"
-    program = operands[0]
-    if _AWK_FORBIDDEN_WORDS.search(program):
-        return "awk programs that run commands, read files or the environment need approval"
-    if re.search(r"(?<!\|)\|(?!\|)", program) or re.search(r"\bprintf?\b[^;{}]*>", program):
-        return "awk output redirection or pipes need approval"
-    return None
+    return awk_program_reason(operands[0])  # tokens, not text (`bash.awkjq`)
 
 
 def _awk_assignment(value: str) -> str | None:
@@ -59,18 +51,10 @@ def _awk_assignment(value: str) -> str | None:
 
 # --- jq ------------------------------------------------------------------------------------------
 
-_JQ_FORBIDDEN = re.compile(
-    r"\$ENV\b|(?<![.\w$])env\b|\binput_filename\b|\b(import|include|modulemeta|get_search_list)\b"
-    r"|\$__(prog|loc)|\bget_(prog|jq)_origin\b"
-)
-
-
 def _jq_program(operands: list[str], _: ParsedArgs) -> str | None:
     if len(operands) > 1:
         return "`jq` with file arguments reads files; it may only filter the previous command's output"
-    if operands and _JQ_FORBIDDEN.search(operands[0]):
-        return "jq programs that read the environment or files need approval"
-    return None
+    return jq_program_reason(operands[0]) if operands else None
 
 
 # --- grep, tr, date, ls, echo ---------------------------------------------------------------------

@@ -20,7 +20,9 @@ import atexit
 import contextlib
 import functools
 import glob
+import itertools
 import os
+import resource
 import shutil
 import signal
 import tempfile
@@ -33,6 +35,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
+from lestrade.operator.tools.bash.kubectl_output import KubectlOutputRefused, OutputPlan, output_plan, render_output
 from lestrade.operator.tools.bash.parse import CommandLine, Pipeline, Stage
 from lestrade.operator.tools.bash.policy import evaluate_text
 from lestrade.operator.tools.common import FunctionTool, Params, schema
@@ -51,13 +54,16 @@ $(...), loops and here-docs do not. Read-only commands run at once: kubectl get/
 top/events/explain, and grep, head, tail, sort, uniq, wc, cut, tr, awk, jq, cat as filters of
 piped output (not on files). Spell long options in full: each program has a list of options
 that run unattended, and an abbreviated or unlisted option waits for a human's approval, like
-anything else off the list. Prefer the kubectl_* tools; use bash for filtering large output."""
+anything else off the list. kubectl's -o json, yaml, jsonpath=, jsonpath-as-json= and
+custom-columns= work (credential values come out as [REDACTED]); Go templates do not: use
+jsonpath or jq. Prefer the kubectl_* tools; use bash for filtering large output."""
 
 
 def default_bash_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The allowlisted part of the operator's environment, plus `extra` (the caller's own)."""
     env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
     env.setdefault("PATH", _DEFAULT_PATH)
+    env["KUBECTL_KUBERC"] = "false"  # no ~/.kube/kuberc: it would redefine commands and output flags
     env.update(extra or {})
     for key in [k for k in env if k.startswith("KUBERNETES_SERVICE_") or k.startswith("KUBERNETES_PORT")]:
         del env[key]  # in-cluster, kubectl would fall back to the operator's mounted token
@@ -103,7 +109,8 @@ def _operator_credentials() -> list[str]:
 
 def bash_sandbox(env: Mapping[str, str], workdir: str, kubeconfig: str | None) -> ToolSandbox:
     """The sandbox of bash's children: system folders, the folders on PATH (not the operator's
-    home or working folder, nor anything above them), the tools' kubeconfig folder; writes
+    home or working folder, nor anything above or below them), the kubectl binary, the tools'
+    kubeconfig folder; writes
     only in `workdir`; TCP only to the kubeconfig's API server. One per configuration (a
     registry is built per run; the ruleset is not)."""
     hidden = tuple(_operator_credentials())
@@ -117,11 +124,13 @@ def _cached_sandbox(path: str, workdir: str, kubeconfig: str | None, hidden_path
     reads: list[str] = []
     for entry in path.split(os.pathsep):
         real = Path(os.path.realpath(entry)) if os.path.isabs(entry) else None
-        if real and real.is_dir() and not any(real == p or real in p.parents for p in protected):
+        # not the operator's home or working folder, nor anything above or below them
+        if real and real.is_dir() and not any(real == p or real in p.parents or p in real.parents
+                                              for p in protected):
             reads.append(str(real))
     kubectl = shutil.which("kubectl", path=path)
     if kubectl:
-        reads.append(str(Path(os.path.realpath(kubectl)).parent))  # a symlink's target folder
+        reads.append(os.path.realpath(kubectl))  # the binary alone (its folder may be the operator's)
     hidden = list(hidden_paths)
     if kubeconfig:
         folder = str(Path(os.path.realpath(kubeconfig)).parent)
@@ -154,7 +163,7 @@ class BashRunner:
         self.max_output = max_output
         self.cwd = cwd
         self.sandbox = sandbox
-        self._preexec = sandbox.preexec() if sandbox is not None else None
+        self._preexec = _with_limits(sandbox.preexec(), timeout) if sandbox is not None else None
 
     def _permitted(self, path: str, *, write: bool = False) -> bool:
         if self.sandbox is None:
@@ -191,19 +200,24 @@ class BashRunner:
                 break
         return RunResult("".join(outputs), status, truncated=truncated)
 
-    def _argv(self, stage: Stage) -> list[str]:
+    def _argv(self, stage: Stage) -> tuple[list[str], OutputPlan | None]:
+        """(executable, then argv with the name as typed; how kubectl's data output is masked)."""
         argv: list[str] = []
         for i, arg in enumerate(stage.argv):
             if i in stage.glob_args:
-                matches = [m for m in sorted(glob.glob(arg, root_dir=self.cwd)) if self._permitted(m)]
+                found = list(itertools.islice(glob.iglob(arg, root_dir=self.cwd), MAX_GLOB_MATCHES + 1))
+                if len(found) > MAX_GLOB_MATCHES:
+                    raise _Refused(f"{arg}: matches more than {MAX_GLOB_MATCHES} names; narrow the pattern")
+                matches = [m for m in sorted(found) if self._permitted(m)]
                 argv.extend(matches or [arg])  # bash leaves a pattern without matches as-is
             else:
                 argv.append(arg)
+        argv, plan = _kubectl_plan(argv)
         program = argv[0]
         resolved = program if "/" in program else shutil.which(program, path=self.env.get("PATH"))
         if not resolved:
             raise _Refused(f"{program}: command not found")
-        return [resolved, *argv]  # executable, then argv with the name as typed
+        return [resolved, *argv], plan
 
     async def _run_pipeline(self, pipeline: Pipeline, timeout: float, budget: int) -> RunResult:
         """Start every stage; each stage's output reaches the next one only after `redact`.
@@ -217,7 +231,11 @@ class BashRunner:
         procs: list[asyncio.subprocess.Process] = []
         side_tasks: list[asyncio.Task[Any]] = []
         stderr_tasks: list[asyncio.Task[bytes]] = []
-        argvs = [self._argv(stage) for stage in pipeline.stages]  # fail before starting anything
+        # fail before starting anything; globs expand off the event loop (a deep one takes long)
+        planned = [await asyncio.to_thread(self._argv, stage) if stage.glob_args else self._argv(stage)
+                   for stage in pipeline.stages]
+        argvs = [argv for argv, _ in planned]
+        plans = [plan for _, plan in planned]
         try:
             for i, stage in enumerate(pipeline.stages):
                 opened: list[IO[Any]] = []
@@ -239,8 +257,9 @@ class BashRunner:
                 if proc.stderr is not None:
                     stderr_tasks.append(asyncio.ensure_future(_read_capped(proc.stderr, 20_000)))
                 if i:
-                    side_tasks.append(asyncio.ensure_future(_relay_redacted(procs[i - 1], proc, argvs[i - 1][1])))
-            return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget)
+                    side_tasks.append(asyncio.ensure_future(
+                        _relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1])))
+            return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget, plans[-1])
         except BaseException:
             for proc in procs:
                 _kill(proc)
@@ -285,8 +304,15 @@ class BashRunner:
         return os.fdopen(os.open(target, flags | nofollow | os.O_CLOEXEC, 0o644), mode)
 
     async def _collect(self, procs: list[asyncio.subprocess.Process], side_tasks: list[asyncio.Task[Any]],
-                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int) -> RunResult:
+                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int,
+                       plan: OutputPlan | None = None) -> RunResult:
         last = procs[-1]
+        rendered_budget = budget
+        if plan is not None:
+            # kubectl's JSON is rendered only once complete: read it whole (to RELAY_CAP), not
+            # cut at the tool's output budget, which applies to what is rendered.
+            budget = RELAY_CAP
+
         chunks: list[bytes] = []
         size = 0
         truncated = False
@@ -328,6 +354,10 @@ class BashRunner:
                 if data:
                     errors.append(data.decode("utf-8", errors="replace"))
         text = b"".join(chunks).decode("utf-8", errors="replace")
+        if plan is not None:
+            text = await _render(plan, text, cut=truncated)
+            truncated = len(text) > rendered_budget
+            text = text[:rendered_budget]
         if errors:
             text += ("" if not text or text.endswith("\n") else "\n") + "".join(errors)
         code = last.returncode if last.returncode is not None else -1
@@ -337,15 +367,43 @@ class BashRunner:
 
 
 RELAY_CAP = 16 * 1024 * 1024
+MAX_GLOB_MATCHES = 10_000
+"""A glob is expanded in a worker thread and stops here (a deep one could take long)."""
 
 
-async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str) -> None:
-    """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it)."""
+def _kubectl_plan(argv: list[str]) -> tuple[list[str], OutputPlan | None]:
+    """The argv to run (kubectl asked for JSON instead of a data format) and its plan; the
+    first kubectl of the argv counts, also behind a wrapper (`timeout 5 kubectl ...`)."""
+    for i, arg in enumerate(argv):
+        if arg.rsplit("/", 1)[-1] == "kubectl":
+            try:
+                plan = output_plan(argv[i:])
+            except KubectlOutputRefused as exc:
+                raise _Refused(str(exc)) from None
+            return ([*argv[:i], *plan.argv], plan) if plan else (argv, None)
+    return argv, None
+
+
+async def _render(plan: OutputPlan, text: str, *, cut: bool) -> str:
+    if cut:
+        return f"[kubectl printed more than {RELAY_CAP} bytes; withheld: narrow the query with -l, --field-selector or a name]\n"
+    if len(text) < 4096:
+        return render_output(plan, text)
+    return await asyncio.to_thread(render_output, plan, text)
+
+
+async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str,
+                          plan: OutputPlan | None = None) -> None:
+    """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it);
+    kubectl's data rendered from masked objects first (`plan`)."""
     sink = consumer.stdin
     try:
         if producer.stdout is not None:
             data = await _read_capped(producer.stdout, RELAY_CAP)
-            text = await redact_async(data.decode("utf-8", errors="replace"), limit=RELAY_CAP)
+            raw = data.decode("utf-8", errors="replace")
+            if plan is not None:
+                raw = await _render(plan, raw, cut=len(data) >= RELAY_CAP)
+            text = await redact_async(raw, limit=RELAY_CAP)
             if len(data) >= RELAY_CAP:
                 _kill(producer)
                 text += f"\n[output of {name} cut at {RELAY_CAP} bytes]\n"
@@ -367,6 +425,31 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
         if len(kept) < cap:
             kept += chunk[: cap - len(kept)]
     return bytes(kept)
+
+
+# What one tool process may use (a run's command is attacker-steerable): address space (Go's
+# kubectl reserves lazily and runs well within it), the file size it may write in its work
+# folder, processes, open files; CPU seconds just past the call's time limit. RLIMIT_NPROC
+# counts every process and thread of the user, the operator's own included (and kubectl's Go
+# threads), so it is a fork-bomb stop, not a tight bound (and root is exempt from it).
+TOOL_LIMITS = {
+    resource.RLIMIT_AS: 4 << 30,
+    resource.RLIMIT_FSIZE: 64 << 20,
+    resource.RLIMIT_NPROC: 4096,
+    resource.RLIMIT_NOFILE: 1024,
+}
+
+
+def _with_limits(confine: Any, timeout: float) -> Any:
+    limits = [*TOOL_LIMITS.items(), (resource.RLIMIT_CPU, int(timeout) + 5)]
+    setrlimit = resource.setrlimit
+
+    def preexec() -> None:
+        for which, value in limits:
+            setrlimit(which, (value, value))
+        confine()
+
+    return preexec
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -402,8 +485,24 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
                  timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> Toolset:
     """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
     kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
-    the private working folder (and HOME) of the children, the only place they may write."""
+    the private folder in which each call gets its own fresh work folder (and HOME), the only
+    place its processes may write, removed after the call."""
+    # Each call gets a fresh, private (0700) work folder inside `cwd` (the operator gives the
+    # tools identity's folder, which every run of a scope shares), also its $HOME and the only
+    # place it may write, removed after the call: nothing one call writes (`~/.jq`, kubectl's
+    # cache, a planted file) is there for the next call, nor for another run.
     runner = confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd)
+
+    @contextlib.contextmanager
+    def call_runner() -> Any:
+        if runner is None:
+            yield runner
+            return
+        folder = tempfile.mkdtemp(prefix="lestrade-call-", dir=cwd or _process_workdir())
+        try:
+            yield confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def approval(p: Params) -> bool:
         _, verdict = evaluate_text(p.opt_str("command") or "")
@@ -419,12 +518,13 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
             return ToolOutput(status="error", error=f"refused: {verdict.reason}")
         if runner is None:
             return ToolOutput(status="error", error=_NO_SANDBOX)
-        try:
-            result = await runner.run(line)
-        except _Refused as exc:
-            return ToolOutput(status="error", error=f"refused: {exc}")
-        except OSError as exc:
-            return ToolOutput(status="error", error=f"{type(exc).__name__}: {exc}")
+        with call_runner() as fresh:
+            try:
+                result = await fresh.run(line)
+            except _Refused as exc:
+                return ToolOutput(status="error", error=f"refused: {exc}")
+            except OSError as exc:
+                return ToolOutput(status="error", error=f"{type(exc).__name__}: {exc}")
         text = result.output
         if result.truncated:
             text += f"\n[output truncated at {max_output} bytes]"

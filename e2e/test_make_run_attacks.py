@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from test_make_run import Run, _make_run
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-
-from test_make_run import Run, _make_run
 
 SECRET = f"s3cr3t-{uuid.uuid4().hex}"
 

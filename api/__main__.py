@@ -8,10 +8,9 @@ import os
 import uvicorn
 from kubernetes import config as k8s_config
 
-from lestrade.config import api_bind
-
 from lestrade.api.app import create_app
 from lestrade.api.base.auth import auth_enabled
+from lestrade.config import api_bind
 
 
 def main() -> None:

@@ -30,14 +30,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from lestrade.api.base.auth import authorize, writer_for
+from lestrade.api.holmes.chats import ClientError
+from lestrade.api.holmes.services import services
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import INVESTIGATION_PLURAL
 from lestrade.resources.constants import ALERTROUTE_PLURAL
 from lestrade.triggers import Alert, Dispatcher, RoutePolicy
-
-from lestrade.api.base.auth import authorize, writer_for
-from lestrade.api.holmes.chats import ClientError
-from lestrade.api.holmes.services import services
 
 __all__ = ["router", "AlertReceiverSettings", "WebhookPayload"]
 

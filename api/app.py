@@ -14,33 +14,31 @@ from fastapi.responses import JSONResponse, Response
 from kubernetes import client as k8s
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lestrade.config import ModelList, load_model_list
-from lestrade.decision_links import load_key
-from lestrade.kube import Kube
-
+from lestrade.api import alertmanager as routes_alertmanager
 from lestrade.api.agents import findings_routes
 from lestrade.api.agents.lazy import install_agents
-from lestrade.api.console import routes as console
-from lestrade.api import alertmanager as routes_alertmanager
-from lestrade.api.holmes import routes_chat, routes_info
-from lestrade.api.contexts import routes as routes_contexts
-from lestrade.api.harness import routes as routes_harness
-from lestrade.api.hosted import routes as routes_hosted
-from lestrade.api.decisions import routes as routes_decisions
-from lestrade.api.slack import routes as routes_slack
-from lestrade.api.holmes import routes_investigate
-from lestrade.api.base.findings import Findings
 from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
 from lestrade.api.base.browser import LocalOnly
-from lestrade.api.holmes.chats import ChatStore, ClientError
-from lestrade.api.contexts.store import ContextStore
+from lestrade.api.base.findings import Findings
 from lestrade.api.base.follow import Follower, TranscriptCache
-from lestrade.api.hosted.accounts import HostedSettings
 from lestrade.api.base.limits import DEFAULT_MAX_BODY, RequestLimits
+from lestrade.api.base.watch import SharedWatch
+from lestrade.api.console import routes as console
+from lestrade.api.contexts import routes as routes_contexts
+from lestrade.api.contexts.store import ContextStore
+from lestrade.api.decisions import routes as routes_decisions
+from lestrade.api.harness import routes as routes_harness
+from lestrade.api.holmes import routes_chat, routes_info, routes_investigate
+from lestrade.api.holmes.chats import ChatStore, ClientError
 from lestrade.api.holmes.services import Services
 from lestrade.api.holmes.sse import KEEPALIVE_SECONDS
 from lestrade.api.holmes.streams import ClientGone
-from lestrade.api.base.watch import SharedWatch
+from lestrade.api.hosted import routes as routes_hosted
+from lestrade.api.hosted.accounts import HostedSettings
+from lestrade.api.slack import routes as routes_slack
+from lestrade.config import ModelList, load_model_list
+from lestrade.decision_links import load_key
+from lestrade.kube import Kube
 
 __all__ = ["create_app"]
 

@@ -28,9 +28,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "agent"))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 import litellm  # noqa: E402
 
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.config import ModelConfig  # noqa: E402
 from lestrade.modelserver import Scenario, ScriptedModelServer, Step, ToolCall  # noqa: E402
 from lestrade.operator.agent import Agent, Limits, PromptConfig, first_call_tokens  # noqa: E402

@@ -42,21 +42,21 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 import aiohttp  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
+from operator_bench import Echo, ModelServerProcess, new_namespace, rss_kib, watch_until_done  # noqa: E402
+from opkit import GROUP, PLURAL, VERSION, OperatorProcess, OperatorThread, investigation, model_list, write_model_list  # noqa: E402
 
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.config import ModelConfig  # noqa: E402
 from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
 from lestrade.operator.agent import Agent, Limits, PromptConfig  # noqa: E402
-from lestrade.operator.tools.kubernetes import api as k8s_api
 from lestrade.operator.tools.base import ToolRegistry, Toolset  # noqa: E402
+from lestrade.operator.tools.kubernetes import api as k8s_api
 from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
-from operator_bench import Echo, ModelServerProcess, new_namespace, rss_kib, watch_until_done  # noqa: E402
-from opkit import GROUP, PLURAL, VERSION, OperatorProcess, OperatorThread, investigation, model_list, write_model_list  # noqa: E402
 
 LATENCY_MS = 500
 TARGET_NAMESPACE = "bench-target"  # where the pod the tool steps read lives

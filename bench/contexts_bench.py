@@ -29,19 +29,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 sys.path.insert(0, str(HERE))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 import httpx  # noqa: E402
-from kubernetes import client as k8s  # noqa: E402
-
 from api_bench import ApiProcess  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
+from operator_bench import ModelServerProcess, new_namespace  # noqa: E402
+from opkit import write_model_list  # noqa: E402
+
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.kube import Kube  # noqa: E402
 from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.modelserver import Scenario, Step  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
 from lestrade.runs.transcript import RecordType, Transcript  # noqa: E402
 from lestrade.runs.views import ConversationView  # noqa: E402
-from operator_bench import ModelServerProcess, new_namespace  # noqa: E402
-from opkit import write_model_list  # noqa: E402
 
 
 def _message(text: str) -> dict:

@@ -20,11 +20,11 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import lestrade  # noqa: F401  (offline litellm/tiktoken first)
+from lestrade.evals.__main__ import DEFAULT_SCENARIOS
+from lestrade.evals.metrics import RecordedSeries, recorded_prometheus
 from lestrade.evals.recall import Recall
 from lestrade.evals.runner import Environment, run_scripted
-from lestrade.evals.__main__ import DEFAULT_SCENARIOS
 from lestrade.evals.scenario import Scenario, load_scenarios
-from lestrade.evals.metrics import RecordedSeries, recorded_prometheus
 
 LOG_TOOLS = ("kubectl_logs", "kubectl_previous_logs")
 

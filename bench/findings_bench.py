@@ -34,12 +34,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import os  # noqa: E402
+
+from operator_bench import rss_kib  # noqa: E402
+
 import lestrade  # noqa: E402,F401
 from lestrade.api.base.findings import Findings  # noqa: E402
 from lestrade.runs.history import FindingsIndex, SearchQuery  # noqa: E402
-from operator_bench import rss_kib  # noqa: E402
-
-import os  # noqa: E402
 
 TARGET_RSS_MIB = 150
 TARGET_SEARCH_MS = 50.0

@@ -31,13 +31,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 import yaml  # noqa: E402
+from operator_bench import ModelServerProcess  # noqa: E402
 
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.localcluster import binary_path  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
-from operator_bench import ModelServerProcess  # noqa: E402
 
 LATENCY_MS = 500
 TARGET, GOAL = 2.0, 1.5

@@ -38,18 +38,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 
-import lestrade  # noqa: E402,F401
-from kubernetes import client as k8s  # noqa: E402
-
-from lestrade.kube import Kube, api_path, investigation_path  # noqa: E402
-from lestrade.localcluster import LocalCluster  # noqa: E402
-from lestrade.localcluster.cluster import free_port  # noqa: E402
-from lestrade.localcluster.build import ensure_binaries  # noqa: E402
-from lestrade.resources.install import install_crds  # noqa: E402
-from lestrade.timefmt import now_iso  # noqa: E402
 from burst_bench import apiserver_metrics, wait_ready  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
 from operator_bench import new_namespace, rss_kib  # noqa: E402
 from opkit import GROUP, PLURAL, VERSION, OperatorProcess, investigation  # noqa: E402
+
+import lestrade  # noqa: E402,F401
+from lestrade.kube import Kube, api_path, investigation_path  # noqa: E402
+from lestrade.localcluster import LocalCluster  # noqa: E402
+from lestrade.localcluster.build import ensure_binaries  # noqa: E402
+from lestrade.localcluster.cluster import free_port  # noqa: E402
+from lestrade.resources.install import install_crds  # noqa: E402
+from lestrade.timefmt import now_iso  # noqa: E402
 
 ANALYSIS = ("The pod web-1 restarts because its container exceeds its 64Mi memory limit "
             "(OOMKilled, exit code 137). Raise the limit or fix the leak. ") * 8  # ~1 KiB

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import urllib.request
 import statistics
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,17 +32,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
+import yaml  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import watch  # noqa: E402
-import yaml  # noqa: E402
-
-from lestrade.localcluster import LocalCluster  # noqa: E402
-from lestrade.localcluster.cluster import free_port  # noqa: E402
-from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
-from lestrade.operator.agent import model as agent_model  # noqa: E402
-from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset  # noqa: E402
-from lestrade.resources.install import install_crds  # noqa: E402
 from opkit import (  # noqa: E402
     GROUP,
     PLURAL,
@@ -53,6 +45,14 @@ from opkit import (  # noqa: E402
     model_list,
     write_model_list,
 )
+
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
+from lestrade.localcluster import LocalCluster  # noqa: E402
+from lestrade.localcluster.cluster import free_port  # noqa: E402
+from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
+from lestrade.operator.agent import model as agent_model  # noqa: E402
+from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset  # noqa: E402
+from lestrade.resources.install import install_crds  # noqa: E402
 
 
 class Timings:

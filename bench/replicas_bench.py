@@ -31,16 +31,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
-from kubernetes import client as k8s  # noqa: E402
-
 from burst_bench import LATENCY_MS, echo_scenario, echo_tools, wait_ready, watch_phases  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
+from operator_bench import ModelServerProcess, new_namespace  # noqa: E402
+from opkit import GROUP, PLURAL, VERSION, OperatorProcess, investigation, write_model_list  # noqa: E402
+
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.operator.replicas.ownership import OWNER_ANNOTATION  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
-from operator_bench import ModelServerProcess, new_namespace  # noqa: E402
-from opkit import GROUP, PLURAL, VERSION, OperatorProcess, investigation, write_model_list  # noqa: E402
 
 SCENARIO = "bench-echo"
 

@@ -19,7 +19,6 @@ Lestrade before (31,220) beside the target (<= 0.35 x HolmesGPT).
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import tempfile
@@ -30,15 +29,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "operator"))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 import tiktoken  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
+from opkit import OperatorThread, create_inv, model_list, phase_is, wait_inv  # noqa: E402
 
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.simlogs import as_cri_log  # noqa: E402
 from lestrade.modelserver import Scenario, ScriptedModelServer, Step, ToolCall  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
-from opkit import OperatorThread, create_inv, model_list, phase_is, wait_inv  # noqa: E402
 
 HOLMES_TOKENS = 53_976  # issue #23: HolmesGPT 0.45, same pod, same plan, cl100k over every request
 BEFORE_TOKENS = 31_220  # issue #23: Lestrade before the digests
@@ -52,7 +51,7 @@ def java_log(rng: random.Random, starts: int = 4) -> str:
     """~390 lines: four lifetimes, each a start, some requests, then the same OOM trace."""
     lines: list[str] = []
     second = 0
-    for start in range(starts):
+    for _ in range(starts):
         def ts() -> str:
             nonlocal second
             second += 3

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from test_make_run import Run, _make_run
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-
-from test_make_run import Run, _make_run
 
 SECRET = f"s3cr3t-{uuid.uuid4().hex}"
 CM_SECRET = f"cm-s3cr3t {uuid.uuid4().hex};x"  # a credential in a ConfigMap, with a blank and a `;`
@@ -48,7 +47,7 @@ def attacks(workdir: Path, marker: Path) -> list[str]:
         # issue 29: formats kubectl would render itself, file formats, awk/jq hidden behind strings
         "kubectl get cm lestrade-e2e-config -n default -o {% raw %}go-template={{.data.DB_PASSWORD}}{% endraw %}",
         f"kubectl get cm lestrade-e2e-config -n default -o templatefile={admin}",
-        f"kubectl get cm lestrade-e2e-config -n default --template={{% raw %}}{{{{.data}}}}{{% endraw %}}",
+        "kubectl get cm lestrade-e2e-config -n default --template={% raw %}{{.data}}{% endraw %}",
         f"awk '{{% raw %}}BEGIN{{print \"}};{{\" > \"{marker}\"}}{{% endraw %}}'",
         "jq -n '$ ENV'",
         "kubectl get pods -n default; touch /tmp/x",

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from test_make_run import REPO, Run, _make_run
 
 README = REPO / "README.md"

@@ -234,7 +234,7 @@ class Kube:
                 method, self._base + path, data=data, params=params, headers=headers
             ) as response:
                 raw = await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             count_apiserver_error(method, exc)
             raise
         count_apiserver_request(method, response.status)
@@ -274,7 +274,7 @@ class Kube:
                 if exc.status not in _RETRYABLE_STATUS or attempt == self._retries:
                     raise
                 error: BaseException = exc
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if attempt == self._retries:
                     raise
                 error = exc
@@ -348,6 +348,6 @@ class Kube:
                         line, buffer = buffer.split(b"\n", 1)
                         if line.strip():
                             yield json.loads(line)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             count_apiserver_error("WATCH", exc)
             raise

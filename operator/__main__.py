@@ -31,18 +31,17 @@ from kubernetes import client as k8s
 from lestrade.config import ModelList, load_model_list
 from lestrade.decision_links import load_key
 from lestrade.kube import Kube
-
 from lestrade.operator.admission.decisions import install_admission_policy
 from lestrade.operator.admission.requester import install_requester_policy
+from lestrade.operator.base.engine import ToolsFactory
+from lestrade.operator.base.metrics import serve as serve_metrics
+from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.base.telemetry import configure_tracing
 from lestrade.operator.context import build_engine
 from lestrade.operator.delivery.watch import DeliveryWatch
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
-from lestrade.operator.base.metrics import serve as serve_metrics
-from lestrade.operator.base.engine import ToolsFactory
-from lestrade.operator.base.settings import OperatorSettings
-from lestrade.operator.base.telemetry import configure_tracing
 
 __all__ = ["run_operator", "main", "default_priority"]
 

@@ -13,14 +13,13 @@ import aiohttp
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList
-from lestrade.resources.tenancy import RunScope
-from lestrade.operator.tools import ToolRegistry, default_registry
-
 from lestrade.kube import Kube, make_api_client
 from lestrade.operator.base.engine import Engine, ToolsFactory
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.tenancy.scope_identity import ScopeIdentities
 from lestrade.operator.tenancy.tools_identity import ToolsIdentity, parse_service_account
+from lestrade.operator.tools import ToolRegistry, default_registry
+from lestrade.resources.tenancy import RunScope
 
 __all__ = ["build_engine", "default_tools", "ScopedTools"]
 

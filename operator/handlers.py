@@ -36,20 +36,18 @@ from typing import Any
 import kopf
 from kopf._core.intents import handlers as kopf_handlers
 
-from lestrade.resources.constants import GROUP, VERSION
-from lestrade.runs.views import KINDS, view_of
-
-from lestrade.operator.mcpservers import daemon as mcpservers
-from lestrade.operator.triggers import event_source, route_check
-from lestrade.operator.triggers import schedules
 from lestrade.operator.base.engine import Engine
-from lestrade.operator.runs.jobs import RUN_UID_LABEL
+from lestrade.operator.mcpservers import daemon as mcpservers
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.replicas.ownership import Ownership
+from lestrade.operator.runs.jobs import RUN_UID_LABEL
 from lestrade.operator.runs.stopping import configure as configure_stopping
 from lestrade.operator.runs.stopping import run_until_stopped
 from lestrade.operator.runs.supervisor import Feeds, Supervisor
 from lestrade.operator.runs.ttl import TtlReaper
+from lestrade.operator.triggers import event_source, route_check, schedules
+from lestrade.resources.constants import GROUP, VERSION
+from lestrade.runs.views import KINDS, view_of
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
 

@@ -14,12 +14,11 @@ import asyncio
 import logging
 import sys
 
-from lestrade.resources.constants import INVESTIGATION_KIND
-from lestrade.runs.views import KINDS
-
-from lestrade.operator.base.telemetry import configure_tracing
 from lestrade.operator.base.engine import ToolsFactory
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.base.telemetry import configure_tracing
+from lestrade.resources.constants import INVESTIGATION_KIND
+from lestrade.runs.views import KINDS
 
 __all__ = ["main"]
 
@@ -31,10 +30,9 @@ async def _run(
 ) -> int:
     from lestrade.config import load_model_list
     from lestrade.kube import is_not_found, resource_path
-
-    from lestrade.operator.runs.attempt import run_attempt
-    from lestrade.operator.context import build_engine
     from lestrade.operator.base.recorder import EventRecorder
+    from lestrade.operator.context import build_engine
+    from lestrade.operator.runs.attempt import run_attempt
 
     engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
     from lestrade.operator.mcpservers.reconcile import load_for_run

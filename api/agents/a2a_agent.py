@@ -37,19 +37,18 @@ from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp
-from google.protobuf.json_format import MessageToDict
-
-from lestrade.resources import CONVERSATION_PLURAL
-from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 
 from lestrade.api.agents import runs
 from lestrade.api.agents.runs import Refused, RunRef
 from lestrade.api.base.follow import ResourceGone
 from lestrade.api.holmes.services import services
+from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 
 __all__ = ["build_a2a_app", "PATH", "CARD_PATH", "CONTEXT_LABEL"]
 

@@ -200,7 +200,7 @@ def build_mcp() -> FastMCP:  # type: ignore[type-arg]
             return []
         rows = await runs.list_runs(request, limit=MAX_RESOURCES)
         return [
-            Resource(uri=resource_uri(ref), name=f"{ref.namespace}/{ref.name}", mimeType="text/markdown",
+            Resource(uri=resource_uri(ref), name=f"{ref.namespace}/{ref.name}", mimeType="text/markdown",  # type: ignore[arg-type]
                      description=f"{row['kind']} {row['phase']}: {row['title']}")  # type: ignore[arg-type]
             for ref, row in zip(runs.finished_refs(rows), [r for r in rows if r["finished"]], strict=True)
         ]

@@ -20,6 +20,14 @@ from typing import Any
 
 from fastapi import Request
 
+from lestrade.api.base.access import may
+from lestrade.api.base.auth import writer_for
+from lestrade.api.base.findings import Findings
+from lestrade.api.base.follow import ResourceGone, Snapshot
+from lestrade.api.holmes.chats import ChatStore, ClientError, api_object, apiserver_refusal, check_model
+from lestrade.api.holmes.events import Event
+from lestrade.api.holmes.runs import END_EVENTS, RunCursor, follow_run
+from lestrade.api.holmes.services import Services, services
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import (
     CONVERSATION_KIND,
@@ -31,15 +39,6 @@ from lestrade.resources import (
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.runs.history import MAX_RESULTS, SearchQuery, parse_since
 from lestrade.runs.summary import is_finished, run_summary, timeline
-
-from lestrade.api.base.access import may
-from lestrade.api.base.auth import writer_for
-from lestrade.api.base.findings import Findings
-from lestrade.api.base.follow import ResourceGone, Snapshot
-from lestrade.api.holmes.chats import ChatStore, ClientError, api_object, apiserver_refusal, check_model
-from lestrade.api.holmes.events import Event
-from lestrade.api.holmes.runs import END_EVENTS, RunCursor, follow_run
-from lestrade.api.holmes.services import Services, services
 
 __all__ = ["Refused", "RunRef", "PLURALS", "start_investigation", "ask", "follow", "run_details",
            "list_runs", "pending_approvals", "pending_of", "search_findings", "plural_of", "Progress"]

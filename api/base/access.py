@@ -12,10 +12,9 @@ import time
 
 from fastapi import Request
 
+from lestrade.api.base.auth import Verdict
 from lestrade.kube import Kube, api_path
 from lestrade.resources import GROUP
-
-from lestrade.api.base.auth import Verdict
 
 __all__ = ["ACCESS_TTL", "may", "may_as"]
 

@@ -228,8 +228,8 @@ def writer_for(request: Request, kube: Kube) -> Kube | Acting:
     subject = dict(verdict.subject)
     extra = subject.get("extra") or {}
     return kube.acting_as(
-        str(subject.get("user") or ""), list(subject.get("groups") or []),
-        str(subject.get("uid") or ""), {k: list(v) for k, v in dict(extra).items()},
+        str(subject.get("user") or ""), list(subject.get("groups") or []),  # type: ignore[call-overload]
+        str(subject.get("uid") or ""), {k: list(v) for k, v in dict(extra).items()},  # type: ignore[call-overload]
     )
 
 

@@ -13,12 +13,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
-from lestrade.runs.history import FindingsIndex, SearchQuery
-
 from lestrade.api.base.access import may_as
 from lestrade.api.base.auth import Verdict
 from lestrade.api.base.watch import SharedWatch
+from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
+from lestrade.runs.history import FindingsIndex, SearchQuery
 
 __all__ = ["Findings"]
 

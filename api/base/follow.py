@@ -17,11 +17,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from lestrade.api.base.watch import SharedWatch, WatchEvent
 from lestrade.kube import ApiException, Kube, is_not_found, resource_path
 from lestrade.runs.transcript import Transcript, TranscriptState
 from lestrade.runs.views import ObjectRef, view_of
-
-from lestrade.api.base.watch import SharedWatch, WatchEvent
 
 __all__ = ["Snapshot", "TranscriptCache", "Follower", "ResourceGone", "RECHECK_SECONDS"]
 

@@ -28,6 +28,11 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from lestrade.api.base.access import may
+from lestrade.api.base.auth import requester_annotations, writer_for
+from lestrade.api.holmes.chats import ClientError, apiserver_refusal, check_model
+from lestrade.api.holmes.services import services
+from lestrade.api.holmes.sse import KeepAlive
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import (
     API_VERSION,
@@ -38,12 +43,6 @@ from lestrade.resources import (
     INVESTIGATION_PLURAL,
 )
 from lestrade.runs.summary import asks_of, run_summary, timeline
-
-from lestrade.api.base.access import may
-from lestrade.api.base.auth import requester_annotations, writer_for
-from lestrade.api.holmes.chats import ClientError, apiserver_refusal, check_model
-from lestrade.api.holmes.services import services
-from lestrade.api.holmes.sse import KeepAlive
 
 __all__ = ["router", "STATIC", "PUBLIC_PREFIX"]
 

@@ -12,22 +12,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-
-import aiohttp
 from typing import Any, Literal
 
+import aiohttp
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from lestrade.kube import ApiException, api_path
-from lestrade.resources import CONVERSATION_PLURAL
-from lestrade.resources.conversation import ContextSettings
 
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.contexts.messages import ContextMessage
 from lestrade.api.contexts.store import ContextError, ContextStore
 from lestrade.api.holmes.services import services
+from lestrade.kube import ApiException, api_path
+from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.conversation import ContextSettings
 
 __all__ = ["router", "install", "READY_TIMEOUT"]
 

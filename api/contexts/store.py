@@ -31,6 +31,7 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from lestrade.api.contexts.messages import MAX_MESSAGE_BYTES, estimate, parts_of, to_chat
 from lestrade.context.tokens import count_messages
 from lestrade.context.window import Window, plan_window, policy_of
 from lestrade.kube import ApiException, Kube, api_path, is_conflict, is_not_found, resource_path
@@ -47,8 +48,6 @@ from lestrade.runs.transcript import (
 )
 from lestrade.runs.views import ConversationView
 from lestrade.timefmt import now_iso
-
-from lestrade.api.contexts.messages import MAX_MESSAGE_BYTES, estimate, parts_of, to_chat
 
 __all__ = ["ContextError", "ContextStore", "Stored", "DEFAULT_BUDGET", "CONTEXT_LABEL"]
 
@@ -475,7 +474,7 @@ def _message_times(stored: Stored) -> list[str | None]:
     times: list[str | None] = []
     for record in stored.state.records:
         own = record.get("context") if isinstance(record.get("context"), dict) else {}
-        stamp = own.get("insertedAt") or (record.get("at") if isinstance(record.get("at"), str) else None)
+        stamp = own.get("insertedAt") or (record.get("at") if isinstance(record.get("at"), str) else None)  # type: ignore[union-attr]
         latest = stamp or latest
         if record.get("t") == RecordType.MESSAGE:
             times.append(latest)

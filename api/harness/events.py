@@ -175,9 +175,9 @@ class _Mapper:
         if not name or name in _DERIVED:
             return []
         fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
-        if name == "tool_call" and isinstance(fields.get("id"), str):
-            self.names[fields["id"]] = str(fields.get("name") or "")
-        event = {k: v for k, v in fields.items() if k != "type"}
+        if name == "tool_call" and isinstance(fields.get("id"), str):  # type: ignore[union-attr]
+            self.names[fields["id"]] = str(fields.get("name") or "")  # type: ignore[index,union-attr]
+        event = {k: v for k, v in fields.items() if k != "type"}  # type: ignore[union-attr]
         if name in ("text", "reasoning"):
             event.setdefault("id", f"{name}-{seq}")
         return [(name, {**event, **base})]

@@ -16,13 +16,12 @@ import json
 import re
 from typing import Any
 
+from lestrade.api.base.follow import Follower, ResourceGone
+from lestrade.api.harness.requests import HarnessError, RelayAnswer
 from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
 from lestrade.resources import CONVERSATION_PLURAL
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView
-
-from lestrade.api.base.follow import Follower, ResourceGone
-from lestrade.api.harness.requests import HarnessError, RelayAnswer
 
 __all__ = ["resolve_relay", "SESSION_NOT_FOUND", "RELAY_NOT_FOUND", "STATUS_CATCH_UP_SECONDS"]
 

@@ -124,7 +124,7 @@ def parse_chat(raw: bytes, models: ModelList) -> ChatRequest:
         where = ".".join(str(p) for p in ("permissions", *first["loc"]))
         raise HarnessError(400, f"{where}: {first['msg']}") from None
     harness = HarnessSettings(
-        mode=mode, permissions=permissions,
+        mode=mode, permissions=permissions,  # type: ignore[arg-type]
         max_iterations=_int(body, "maxIterations", 10, 1, 200),
         max_depth=_int(body, "maxDepth", 2, 0, 5),
     )

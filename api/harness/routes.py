@@ -22,18 +22,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from lestrade.kube import ApiException, resource_path
-from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL
-
 from lestrade.api.base.auth import authorize, writer_for
-from lestrade.api.holmes.chats import api_object
 from lestrade.api.base.follow import ResourceGone, Snapshot
 from lestrade.api.harness.events import error_event, harness_events, run_id
 from lestrade.api.harness.relay import resolve_relay
 from lestrade.api.harness.requests import ChatRequest, HarnessError, parse_chat, parse_relay
+from lestrade.api.holmes.chats import api_object
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.services import Services, services
 from lestrade.api.holmes.sse import sse_response
+from lestrade.kube import ApiException, resource_path
+from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL
 
 __all__ = ["router", "ENDPOINT"]
 

@@ -19,21 +19,19 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from lestrade.config import ConfigError, ModelList
-from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
-from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
-from lestrade.resources.constants import REQUEST_ANNOTATIONS
-from lestrade.resources.conversation import MAX_ASK_LENGTH, MAX_IMAGE_URL_LENGTH, MAX_TURN_IMAGES
-from lestrade.runs.views import ConversationView
-
-from lestrade.runs.progress import run_facts
-from lestrade.runs.transcript import RecordType, TranscriptState
-
 from lestrade.api.base.auth import requester_annotations
 from lestrade.api.base.follow import Follower, Snapshot
 from lestrade.api.holmes.events import CONVERSATION_KEY, EventPosition
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import FrontendToolResult, ToolDecision
+from lestrade.config import ConfigError, ModelList
+from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
+from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
+from lestrade.resources.constants import REQUEST_ANNOTATIONS
+from lestrade.resources.conversation import MAX_ASK_LENGTH, MAX_IMAGE_URL_LENGTH, MAX_TURN_IMAGES
+from lestrade.runs.progress import run_facts
+from lestrade.runs.transcript import RecordType, TranscriptState
+from lestrade.runs.views import ConversationView
 
 __all__ = [
     "ClientError", "ChatStore", "CREATED_BY_LABEL", "ENDPOINT_ANNOTATION", "api_object", "apiserver_refusal",

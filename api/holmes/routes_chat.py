@@ -13,10 +13,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from lestrade.resources import CONVERSATION_PLURAL
-from lestrade.resources.tool_names import BUILTIN_TOOL_NAMES
-
 from lestrade.api.base.auth import authorize, writer_for
+from lestrade.api.holmes import streams
 from lestrade.api.holmes.chats import (
     ChatStore,
     ClientError,
@@ -37,8 +35,9 @@ from lestrade.api.holmes.schemas import (
     WorkloadHealthChatRequest,
 )
 from lestrade.api.holmes.services import Services, services
-from lestrade.api.holmes import streams
 from lestrade.api.holmes.streams import resumed_stream
+from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.tool_names import BUILTIN_TOOL_NAMES
 
 __all__ = ["router"]
 

@@ -15,18 +15,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from lestrade.kube import ApiException, resource_path
-from lestrade.resources import INVESTIGATION_KIND, INVESTIGATION_PLURAL
-
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError, api_object, apiserver_refusal, check_model
 from lestrade.api.holmes.events import tool_calls_of
 from lestrade.api.holmes.requests import REQUEST_ID_HEADER, error_response, new_request_id
-from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import InvestigateRequest, InvestigationResponse, WorkloadHealthRequest
 from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.workload import HEALTH_RESPONSE_FORMAT, HEALTH_SECTIONS, HealthAnswerError, health_answer
+from lestrade.kube import ApiException, resource_path
+from lestrade.resources import INVESTIGATION_KIND, INVESTIGATION_PLURAL
 
 __all__ = ["router"]
 

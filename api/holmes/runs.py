@@ -12,9 +12,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
-from lestrade.resources import CONVERSATION_PLURAL, INVESTIGATION_PLURAL
-from lestrade.runs.transcript import TranscriptState
-
 from lestrade.api.base.follow import Follower, Snapshot
 from lestrade.api.holmes.events import (
     TERMINAL_RECORDS,
@@ -24,6 +21,8 @@ from lestrade.api.holmes.events import (
     error_payload,
     events_after,
 )
+from lestrade.resources import CONVERSATION_PLURAL, INVESTIGATION_PLURAL
+from lestrade.runs.transcript import TranscriptState
 
 __all__ = ["RunCursor", "follow_run", "END_EVENTS", "LAST_INDEX", "SHORT_NAMES"]
 

@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from lestrade.config import ModelList
-from lestrade.kube import Kube
-
-from lestrade.api.holmes.chats import ChatStore
 from lestrade.api.base.follow import Follower
 from lestrade.api.base.watch import SharedWatch
+from lestrade.api.holmes.chats import ChatStore
+from lestrade.config import ModelList
+from lestrade.kube import Kube
 
 __all__ = ["Services", "services"]
 

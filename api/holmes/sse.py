@@ -14,12 +14,12 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-from lestrade.metrics import sse_stream
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from lestrade.api.base.follow import ResourceGone
 from lestrade.api.holmes.events import error_payload
 from lestrade.api.holmes.runs import RunCursor
+from lestrade.metrics import sse_stream
 
 __all__ = ["KeepAlive", "sse_response", "KEEPALIVE_SECONDS"]
 

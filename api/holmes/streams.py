@@ -11,8 +11,8 @@ from fastapi import HTTPException, Request
 from fastapi.responses import Response
 
 from lestrade.api.base.auth import authorize
-from lestrade.api.holmes.chats import ClientError
 from lestrade.api.base.follow import ResourceGone, Snapshot
+from lestrade.api.holmes.chats import ClientError
 from lestrade.api.holmes.events import Event
 from lestrade.api.holmes.runs import RunCursor, follow_run
 from lestrade.api.holmes.services import Services
@@ -65,8 +65,8 @@ async def last_event(svc: Services, cursor: RunCursor, request: Request, field: 
 
     async def follow() -> tuple[Event, Snapshot]:
         last: tuple[Event, Snapshot] | None = None
-        async for last in follow_run(svc.follower, cursor):
-            pass
+        async for item in follow_run(svc.follower, cursor):
+            last = item
         assert last is not None
         return last
 

@@ -22,9 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lestrade.runs.transcript import RecordType, TranscriptState
-
 from lestrade.api.holmes.events import CONVERSATION_KEY, RATE_LIMIT_ERROR_CODE, Event
+from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = ["hosted_event", "error_code_for", "DESCRIPTION_LIMIT"]
 

@@ -23,18 +23,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lestrade.resources import CONVERSATION_PLURAL
-from lestrade.resources.conversation import MAX_ASK_LENGTH
-
-from lestrade.api.holmes import streams
 from lestrade.api.base.auth import authorize, writer_for
-from lestrade.api.holmes.chats import ClientError, check_model
 from lestrade.api.base.follow import ResourceGone
-from lestrade.api.hosted.accounts import ClusterUnresolved, HostedSettings, resolve_cluster
-from lestrade.api.hosted.events import hosted_event
+from lestrade.api.holmes import streams
+from lestrade.api.holmes.chats import ClientError, check_model
 from lestrade.api.holmes.runs import RunCursor, follow_run
 from lestrade.api.holmes.services import Services, services
 from lestrade.api.holmes.sse import sse_response
+from lestrade.api.hosted.accounts import ClusterUnresolved, HostedSettings, resolve_cluster
+from lestrade.api.hosted.events import hosted_event
+from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.conversation import MAX_ASK_LENGTH
 
 __all__ = ["router", "PAYLOAD_LIMIT", "ENDPOINT"]
 

@@ -27,11 +27,10 @@ import aiohttp
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from lestrade.kube import ApiException, Kube, resource_path
-from lestrade.resources.constants import CONVERSATION_PLURAL, INVESTIGATION_PLURAL
-
 from lestrade.api.slack.signature import verify_slack
 from lestrade.api.slack.users import identity_of, read_user_map
+from lestrade.kube import ApiException, Kube, resource_path
+from lestrade.resources.constants import CONVERSATION_PLURAL, INVESTIGATION_PLURAL
 
 __all__ = ["router", "SlackSettings", "INTERACTIONS_PATH"]
 

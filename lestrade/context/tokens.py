@@ -16,7 +16,6 @@ from typing import Any
 
 import tiktoken
 
-
 __all__ = [
     "BREAKDOWN_KEYS",
     "count_text",

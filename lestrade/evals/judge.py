@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lestrade.config import ModelConfig
 from lestrade.evals.recall import model_inputs
-from lestrade.runs.findings import findings
 from lestrade.evals.scenario import Scenario
+from lestrade.runs.findings import findings
 
 __all__ = ["JUDGE_SYSTEM", "Verdict", "ScenarioReport", "judge_prompt", "parse_verdict", "judge",
            "build_report", "markdown_report", "compare_reports"]
@@ -122,7 +122,7 @@ def build_report(model: str, judge_model: str, rows: Sequence[ScenarioReport]) -
     passed = sum(r.passed for r in rows)
     return {
         "model": model, "judge": judge_model,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "scenarios": len(rows), "passed": passed,
         "pass_rate": round(passed / len(rows), 4) if rows else 0.0,
         "tokens": sum(r.tokens for r in rows), "cost": round(sum(r.cost for r in rows), 6),

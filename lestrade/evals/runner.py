@@ -221,8 +221,8 @@ async def _finished(custom: k8s.CustomObjectsApi, name: str, timeout: float) -> 
     deadline = time.monotonic() + timeout
     while True:
         obj = await asyncio.to_thread(custom.get_namespaced_custom_object, GROUP, VERSION, EVAL_NAMESPACE, PLURAL, name)
-        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") or time.monotonic() > deadline:
-            return obj
+        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") or time.monotonic() > deadline:  # type: ignore[operator,attr-defined]
+            return obj  # type: ignore[return-value]
         await asyncio.sleep(0.5)  # polling the Investigation's phase, bounded by the deadline
 
 
@@ -364,8 +364,7 @@ def _transcript(api_client: k8s.ApiClient, obj: dict[str, Any]) -> list[dict[str
 async def run_model(env: Environment, scenarios: Sequence[Scenario], models: ModelList, model: str,
                     judge_model: str, *, max_steps: int = 20) -> dict[str, Any]:
     """Model mode: each scenario investigated freely by `model`, judged by `judge_model`."""
-    from lestrade.evals.judge import (ScenarioReport, build_report, evidence_seen, grounding_problems,
-                                      judge)
+    from lestrade.evals.judge import ScenarioReport, build_report, evidence_seen, grounding_problems, judge
 
     judge_config = models.get(judge_model)
     results = await run_investigations(env, scenarios, models, lambda s: model, max_steps=lambda s: max_steps)

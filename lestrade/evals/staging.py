@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,7 @@ class Stager:
         ref = k8s.V1ObjectReference(kind=doc["kind"], name=name, namespace=obj["metadata"].get("namespace"),
                                     uid=obj["metadata"]["uid"], api_version=doc["apiVersion"])
         where = namespace if res.namespaced else "default"
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         events = []
         for n in range(1, spec.repeat + 1):
             last = now - timedelta(minutes=spec.age_minutes, seconds=spec.repeat - n)

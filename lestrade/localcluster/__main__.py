@@ -15,8 +15,8 @@ from pathlib import Path
 
 from lestrade.localcluster.build import ALL_COMPONENTS, BuildError, cache_root, ensure_binaries
 from lestrade.localcluster.cluster import LocalCluster
-from lestrade.localcluster.processes import StartupError
 from lestrade.localcluster.otelcol import OTELCOL_VERSION, OtelcolBuildError
+from lestrade.localcluster.processes import StartupError
 from lestrade.localcluster.prometheus import PROMETHEUS_VERSION, PrometheusBuildError
 from lestrade.localcluster.versions import COMPONENTS, RUN_COMPONENTS
 

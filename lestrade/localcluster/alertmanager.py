@@ -49,7 +49,7 @@ class AlertmanagerServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
-    def start(self) -> "AlertmanagerServer":
+    def start(self) -> AlertmanagerServer:
         binary = self.binary or ensure_alertmanager()
         self._tmp = tempfile.TemporaryDirectory(prefix="lestrade-alertmanager-")
         work = Path(self._tmp.name)
@@ -99,7 +99,7 @@ class AlertmanagerServer:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> "AlertmanagerServer":
+    def __enter__(self) -> AlertmanagerServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -266,9 +266,9 @@ def ensure_component(name: str, *, quiet: bool = False) -> Path:
     if name == "prometheus":
         from lestrade.localcluster.prometheus import ensure_prometheus
 
-        return _announced(name, quiet, lambda progress: ensure_prometheus(progress=progress)).parent
+        return _announced(name, quiet, lambda progress: ensure_prometheus(progress=progress)).parent  # type: ignore[attr-defined]
     if name in _OWN_BUILDS:
-        return _announced(name, quiet, lambda progress: _own_build(name, 1)()).parent
+        return _announced(name, quiet, lambda progress: _own_build(name, 1)()).parent  # type: ignore[attr-defined]
     component = COMPONENTS[name]
     target = component_dir(component)
     if _complete(component, target):

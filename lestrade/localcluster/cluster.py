@@ -325,7 +325,7 @@ class ExternalCluster(ServiceAccountTokens):
     nodes: list[str] = field(default_factory=list)
 
     @property
-    def server(self) -> str:
+    def server(self) -> str:  # type: ignore[override]
         config = yaml.safe_load(Path(self.kubeconfig).read_text())
         current = config.get("current-context")
         ctx = next(c["context"] for c in config["contexts"] if c["name"] == current)

@@ -171,7 +171,7 @@ class Collector:
             },
         })
 
-    def start(self, timeout: float = 60) -> "Collector":
+    def start(self, timeout: float = 60) -> Collector:
         binary = ensure_otelcol()
         config = self._dir / "config.yaml"
         config.write_text(self._config())  # JSON is YAML
@@ -219,7 +219,7 @@ class Collector:
                 self._proc.wait()
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> "Collector":
+    def __enter__(self) -> Collector:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -63,7 +63,7 @@ class _Issuer:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         self.name = _name("lestrade-local-ca")
         self.cert = (
             x509.CertificateBuilder()
@@ -102,7 +102,7 @@ class _Issuer:
         server_ips: list[str] | None = None,
     ) -> CertPair:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
         builder = (
             x509.CertificateBuilder()

@@ -181,7 +181,7 @@ class PrometheusServer:
             text += f'alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ["{self.alertmanager}"]\n'
         return text
 
-    def start(self) -> "PrometheusServer":
+    def start(self) -> PrometheusServer:
         binary = self.binary or ensure_prometheus()
         self._tmp = tempfile.TemporaryDirectory(prefix="lestrade-prometheus-")
         work = Path(self._tmp.name)
@@ -243,7 +243,7 @@ class PrometheusServer:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> "PrometheusServer":
+    def __enter__(self) -> PrometheusServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

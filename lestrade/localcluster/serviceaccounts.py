@@ -44,7 +44,7 @@ class ServiceAccountTokens:
             request = k8s.AuthenticationV1TokenRequest(
                 spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
             )
-            return core.create_namespaced_service_account_token(
+            return core.create_namespaced_service_account_token(  # type: ignore[return-value]
                 service_account, namespace, request
             ).status.token
 

@@ -324,7 +324,7 @@ class ScriptedModelServer:
             return
         try:
             await asyncio.wait_for(self._closing.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _hang(self, request: Request) -> None:

@@ -21,7 +21,6 @@ import sys
 from kubernetes.config.config_exception import ConfigException
 
 from lestrade.kube import ApiException
-
 from lestrade.plugin.commands import COMMANDS, ExitCode, UsageError
 from lestrade.plugin.follow import Gone
 from lestrade.plugin.session import NotFound, Session

@@ -11,16 +11,21 @@ from enum import IntEnum
 from typing import Any
 
 from lestrade.kube import ApiException, resource_path
-from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL, INVESTIGATION_KIND, INVESTIGATION_PLURAL
-from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
-from lestrade.runs.summary import run_summary, timeline, turn_start
-from lestrade.runs.transcript import Transcript
-from lestrade.runs.views import view_of
-
 from lestrade.plugin.alerts import alert_spec
 from lestrade.plugin.follow import Outcome, follow
 from lestrade.plugin.output import age, clean, dump, item_lines, page, pending_lines, spinner, table
 from lestrade.plugin.session import Session
+from lestrade.resources import (
+    API_VERSION,
+    CONVERSATION_KIND,
+    CONVERSATION_PLURAL,
+    INVESTIGATION_KIND,
+    INVESTIGATION_PLURAL,
+)
+from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
+from lestrade.runs.summary import run_summary, timeline, turn_start
+from lestrade.runs.transcript import Transcript
+from lestrade.runs.views import view_of
 
 __all__ = ["ExitCode", "UsageError", "COMMANDS"]
 
@@ -105,7 +110,7 @@ def _subject(text: str | None, namespace: str | None) -> dict[str, Any] | None:
 
 async def investigate(session: Session, args: argparse.Namespace) -> ExitCode:
     if args.alert:
-        raw = sys.stdin.read() if args.alert == "-" else open(args.alert).read()
+        raw = sys.stdin.read() if args.alert == "-" else open(args.alert).read()  # noqa: ASYNC230 (a CLI: nothing else runs)
         try:
             spec = alert_spec(json.loads(raw))
         except (json.JSONDecodeError, ValueError) as exc:

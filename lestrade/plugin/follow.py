@@ -18,13 +18,12 @@ from typing import Any
 import aiohttp
 
 from lestrade.kube import ApiException, is_not_found, resource_path
+from lestrade.plugin.session import Session
 from lestrade.resources import CONVERSATION_KIND
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.runs.summary import timeline, turn_start
 from lestrade.runs.transcript import Transcript, TranscriptState
 from lestrade.runs.views import view_of
-
-from lestrade.plugin.session import Session
 
 __all__ = ["Outcome", "Gone", "follow", "turn_phase", "WATCH_SECONDS"]
 
@@ -116,7 +115,7 @@ async def follow(
                     done = await catch_up(event["object"])
                     if done:
                         return done
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             print(f"lestrade: connection lost ({type(exc).__name__}); resuming after item {shown}",
                   file=sys.stderr, flush=True)
             await asyncio.sleep(RETRY_SECONDS)

@@ -15,9 +15,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, AsyncIterator, TextIO
+from typing import Any, TextIO
 
 import yaml
 

@@ -110,7 +110,7 @@ def _template(max_length: int, field: str, description: str, **kwargs: Any) -> A
     return Field(
         max_length=max_length,
         description=description,
-        json_schema_extra={"x-kubernetes-validations": _template_rules(field)},
+        json_schema_extra={"x-kubernetes-validations": _template_rules(field)},  # type: ignore[dict-item]
         **kwargs,
     )
 
@@ -271,7 +271,7 @@ class AlertRouteSpec(WireModel):
         "semantics). An empty list matches every alert.",
     )
     sources: list[Literal["Alertmanager", "KubernetesEvents"]] = Field(
-        default_factory=lambda: ["Alertmanager"],
+        default_factory=lambda: ["Alertmanager"],  # type: ignore[arg-type]
         min_length=1,
         max_length=2,
         description="Where alerts come from: Alertmanager (POST /api/alertmanager) and/or "

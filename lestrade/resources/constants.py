@@ -47,7 +47,8 @@ __all__ = [
 
 GROUP: Final = "lestrade.dev"
 VERSION: Final = "v1alpha1"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
+API_VERSION: Final = "lestrade.dev/v1alpha1"  # a literal, so the models' `apiVersion` fields type-check
+assert API_VERSION == f"{GROUP}/{VERSION}"
 CATEGORY: Final = "lestrade"
 
 INVESTIGATION_KIND: Final = "Investigation"

@@ -18,22 +18,22 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StringConstraints
 
 from lestrade.resources.common import (
+    DURATION_PATTERN,
     PRESERVE_UNKNOWN,
     Condition,
     Decision,
-    DURATION_PATTERN,
     PendingApproval,
     Phase,
     ToolCall,
-    parse_duration,
     TranscriptRef,
     Usage,
     WireModel,
     cel_rule,
+    parse_duration,
 )
+from lestrade.resources.constants import API_VERSION, CONVERSATION_KIND
 from lestrade.resources.destination import DeliverTo, DeliveryRecord
 from lestrade.resources.tenancy import Requester, RunScope
-from lestrade.resources.constants import API_VERSION, CONVERSATION_KIND
 
 __all__ = [
     "ConversationPhase",

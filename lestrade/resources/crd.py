@@ -30,10 +30,6 @@ from lestrade.resources.constants import (
     DESTINATION_SHORT_NAME,
     DESTINATION_SINGULAR,
     GROUP,
-    SCHEDULED_KIND,
-    SCHEDULED_PLURAL,
-    SCHEDULED_SHORT_NAME,
-    SCHEDULED_SINGULAR,
     INVESTIGATION_KIND,
     INVESTIGATION_PLURAL,
     INVESTIGATION_SHORT_NAME,
@@ -42,6 +38,10 @@ from lestrade.resources.constants import (
     MCPSERVER_PLURAL,
     MCPSERVER_SHORT_NAME,
     MCPSERVER_SINGULAR,
+    SCHEDULED_KIND,
+    SCHEDULED_PLURAL,
+    SCHEDULED_SHORT_NAME,
+    SCHEDULED_SINGULAR,
     VERSION,
 )
 from lestrade.resources.conversation import ConversationSpec, ConversationStatus

@@ -28,9 +28,9 @@ from lestrade.resources.common import (
     cel_rule,
     parse_duration,
 )
+from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 from lestrade.resources.destination import DeliverTo, DeliveryRecord
 from lestrade.resources.tenancy import Requester, RunScope
-from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 
 __all__ = [
     "Finding",

@@ -159,21 +159,21 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                         "name": str(fn.get("name") or "?"), "params": call_arguments(fn.get("arguments")),
                         "status": "running", "description": "", "output": None,
                     }
-                    calls[call["id"]] = call
+                    calls[call["id"]] = call  # type: ignore[index]
                     items.append(call)
             elif role == "tool":
-                call = calls.get(str(message.get("tool_call_id") or ""))
+                call = calls.get(str(message.get("tool_call_id") or ""))  # type: ignore[assignment]
                 if call is not None:
                     call["output"] = _text(message.get("content"))[:MAX_OUTPUT_CHARS]
         elif kind == RecordType.TOOL_RESULT:
-            call = calls.get(str(record.get("id") or ""))
+            call = calls.get(str(record.get("id") or ""))  # type: ignore[assignment]
             if call is not None:
                 call["status"] = str(record.get("status") or "")
                 call["description"] = str(record.get("description") or call["description"])
         elif kind == RecordType.APPROVAL_NEEDED:
             pending = list(record.get("pending") or [])
             for p in pending:
-                call = calls.get(str(p.get("toolCallId") or ""))
+                call = calls.get(str(p.get("toolCallId") or ""))  # type: ignore[assignment]
                 if call is not None and call["status"] == "running":
                     call["status"] = "approval_required"
                     call["description"] = str(p.get("description") or "")

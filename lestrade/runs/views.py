@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
-
-from lestrade.timefmt import parse_time
 
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import (
@@ -33,6 +31,7 @@ from lestrade.resources.constants import (
 )
 from lestrade.resources.conversation import ConversationSpec
 from lestrade.resources.investigation import InvestigationSpec
+from lestrade.timefmt import parse_time
 
 __all__ = ["ObjectRef", "RunView", "InvestigationView", "ConversationView", "view_of", "KINDS"]
 

@@ -11,9 +11,9 @@ checks that every module using one of these binaries carries the mark.
 
 from __future__ import annotations
 
-import pytest
-
 import os
+
+import pytest
 
 from lestrade.localcluster.build import ALL_COMPONENTS, ensure_binaries, missing_components
 from lestrade.localcluster.versions import RUN_COMPONENTS

@@ -24,7 +24,6 @@ import yaml
 
 from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.localcluster.processes import wait_until
-
 from lestrade.testing.chart_pod import ChartPod
 
 __all__ = ["CHART", "render_chart", "image_runner", "LocalRelease", "NOT_APPLIED"]

@@ -15,7 +15,7 @@ Shared by every trigger so they agree on matching, naming and limits:
 """
 
 from lestrade.triggers.alerts import Alert, fingerprint_of
-from lestrade.triggers.dispatch import DispatchResult, Dispatcher, RouteOutcome
+from lestrade.triggers.dispatch import Dispatcher, DispatchResult, RouteOutcome
 from lestrade.triggers.matching import CompiledRoute, RouteError, compile_route
 from lestrade.triggers.naming import (
     ALERT_FINGERPRINT_LABEL,

@@ -43,10 +43,8 @@ from lestrade.resources.alertroute import (
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import ALERTROUTE_PLURAL
 from lestrade.timefmt import to_iso
-
 from lestrade.triggers.alerts import Alert
 from lestrade.triggers.matching import CompiledRoute, RouteError, compile_route
-from lestrade.triggers.reach import RoutePolicy, never_matches, ready_message
 from lestrade.triggers.naming import (
     ALERT_FINGERPRINT_LABEL,
     ALERT_RESOLVED_ANNOTATION,
@@ -56,6 +54,7 @@ from lestrade.triggers.naming import (
     investigation_name,
     window_index,
 )
+from lestrade.triggers.reach import RoutePolicy, never_matches, ready_message
 from lestrade.triggers.templates import render_template
 
 __all__ = ["Dispatcher", "DispatchResult", "RouteOutcome", "Creator", "CONDITION_READY"]
@@ -185,7 +184,7 @@ class Dispatcher:
             return outcome
         outcome.matched = len(firing)
         existing = await self._investigations(route)
-        refund, claimed = 0, []
+        refund, claimed = 0, []  # type: ignore[var-annotated]
         if firing:
             refund, claimed = await self._fire(compiled, firing, existing, outcome, creator)
         for alert in resolved:
@@ -483,7 +482,7 @@ def investigation_manifest(route: AlertRoute, name: str, alert: Alert) -> dict[s
         max_cost=template.max_cost,
         ttl_seconds_after_finished=template.ttl_seconds_after_finished,
         deliver=template.deliver,
-        **({} if template.enable_tool_approval is None else {"enable_tool_approval": template.enable_tool_approval}),
+        **({} if template.enable_tool_approval is None else {"enable_tool_approval": template.enable_tool_approval}),  # type: ignore[arg-type]
     )
     annotations = {}
     if alert.starts_at is not None:

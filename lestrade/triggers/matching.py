@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import re2
 
 from lestrade.resources.alertroute import AlertRoute, Matcher
-
 from lestrade.triggers.templates import TemplateError, check_template
 
 __all__ = ["CompiledRoute", "RouteError", "compile_route", "compile_matcher"]

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-
 from lestrade.resources.alertroute import TEMPLATE_EXPRESSION, TEMPLATE_TEXT
 
 __all__ = ["TemplateError", "check_template", "render_template"]

@@ -24,9 +24,8 @@ from typing import Any
 
 import yaml
 
-from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
-
 from lestrade.kube import ApiException, Kube, api_path
+from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 
 __all__ = ["POLICY_NAME", "policy_manifests", "install_admission_policy", "main"]
 

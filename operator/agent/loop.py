@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 from lestrade.config import ModelConfig
+from lestrade.context.window import over_budget
 from lestrade.operator.agent import prompt_text as text
 from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.events import (
@@ -42,7 +43,6 @@ from lestrade.operator.agent.prompts import (
     system_prompt,
     user_prompt,
 )
-from lestrade.context.window import over_budget
 from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
 from lestrade.operator.agent.toolcalls import (
     Call,

@@ -17,11 +17,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-
 from lestrade.operator.agent.events import ModelRetry
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.tracing import fail, tracer
-
 
 
 def _lib() -> Any:
@@ -40,7 +38,7 @@ _loaded = threading.Event()
 
 def _import() -> None:
     litellm = importlib.import_module("litellm")
-    litellm.suppress_debug_info = True  # no "Give Feedback" banner in the operator's logs per error
+    litellm.suppress_debug_info = True  # type: ignore[attr-defined] # no "Give Feedback" banner in the operator's logs per error
     _loaded.set()
 
 

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -180,7 +180,7 @@ def user_prompt(
     if "todowrite_reminder" in on and _has_todo_tool(registry):
         parts.append(text.TODOWRITE_REMINDER)
     if "time_runbooks" in on:
-        now = config.now or datetime.now(timezone.utc)
+        now = config.now or datetime.now(UTC)
         parts.append(f"Current time: {now.strftime('%Y-%m-%dT%H:%M:%SZ')}")
         if config.runbooks:
             parts.append("Runbooks that may apply:\n" + "\n\n".join(config.runbooks))

@@ -192,7 +192,7 @@ class Turn:
                 )
                 continue
             else:
-                status, output = decided[call.id].status, decided[call.id].output
+                status, output = decided[call.id].status, decided[call.id].output  # type: ignore[assignment]
             output, cut = await self._finish(call, output)
             if cut:
                 self.truncations.append(cut)

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lestrade.context.window import compact_without_model, is_note, latest_ask_index
 from lestrade.operator.agent import prompt_text as text
 from lestrade.operator.agent.events import ModelRetry, Truncation
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.model import ModelReply, complete
-from lestrade.context.window import compact_without_model, is_note, latest_ask_index
 from lestrade.operator.agent.tokens import count_text, truncate_to_tokens
 
 __all__ = [

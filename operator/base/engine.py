@@ -5,8 +5,8 @@ The same Engine serves the operator (many runs in one event loop) and a Job's po
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,13 +14,12 @@ from kubernetes import client as k8s
 
 from lestrade.config import ModelList
 from lestrade.kube import Kube
-from lestrade.operator.tools.base import ToolRegistry
-from lestrade.operator.tools.mcp.hub import McpHub
-from lestrade.resources.tenancy import RunScope
-
 from lestrade.operator.base import metrics
 from lestrade.operator.base.budgets import Ledger
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.tools.base import ToolRegistry
+from lestrade.operator.tools.mcp.hub import McpHub
+from lestrade.resources.tenancy import RunScope
 
 __all__ = ["Engine", "ToolsFactory"]
 

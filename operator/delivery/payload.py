@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from lestrade.timefmt import now_iso
-
 from lestrade.operator.delivery.due import Due
+from lestrade.timefmt import now_iso
 
 __all__ = ["PAYLOAD_VERSION", "build_payload", "run_url", "MAX_TEXT"]
 

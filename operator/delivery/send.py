@@ -19,13 +19,12 @@ from typing import Any
 import aiohttp
 
 from lestrade.kube import ApiException, Kube, is_not_found, resource_path
-from lestrade.resources.constants import DESTINATION_PLURAL
-from lestrade.resources.destination import DESTINATION_SECRET_LABEL, Destination, RetryPolicy
-
 from lestrade.operator.delivery.payload import run_url
 from lestrade.operator.delivery.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from lestrade.operator.delivery.slack import slack_message
 from lestrade.operator.delivery.teams import teams_message
+from lestrade.resources.constants import DESTINATION_PLURAL
+from lestrade.resources.destination import DESTINATION_SECRET_LABEL, Destination, RetryPolicy
 
 __all__ = ["Outcome", "Sender", "DELIVERY_HEADER", "EVENT_HEADER", "USER_AGENT"]
 
@@ -107,13 +106,13 @@ class Sender:
             dest = await self.destination(namespace, destination)
             policy = dest.spec.retry
             if dest.spec.console_url or self.console_url:
-                payload = _with_console(payload, dest.spec.console_url or self.console_url)
+                payload = _with_console(payload, dest.spec.console_url or self.console_url)  # type: ignore[arg-type]
             if dest.spec.type == "Webhook":
-                ref = await self._webhook(namespace, dest, payload)
+                ref = await self._webhook(namespace, dest, payload)  # type: ignore[func-returns-value]
             elif dest.spec.type == "Slack":
                 ref = await self._slack(namespace, dest, payload, update_ref)
             else:
-                ref = await self._teams(namespace, dest, payload)
+                ref = await self._teams(namespace, dest, payload)  # type: ignore[func-returns-value]
         except _Refused as exc:
             return Outcome(False, exc.retry, str(exc)[:ERROR_CHARS], policy=policy)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:

@@ -34,13 +34,12 @@ from typing import Any
 
 from lestrade.decision_links import DecisionLink, make_token
 from lestrade.kube import ApiException, Kube, is_conflict, is_not_found, resource_path
-from lestrade.resources.constants import CONVERSATION_PLURAL, DESTINATION_PLURAL, INVESTIGATION_PLURAL
-from lestrade.resources.destination import DELIVERY_DONE, DELIVERY_PENDING, DeliveryState
-from lestrade.timefmt import now_iso, parse_time
-
 from lestrade.operator.delivery.due import Due, due_messages, run_finished
 from lestrade.operator.delivery.payload import build_payload
 from lestrade.operator.delivery.send import Outcome, Sender
+from lestrade.resources.constants import CONVERSATION_PLURAL, DESTINATION_PLURAL, INVESTIGATION_PLURAL
+from lestrade.resources.destination import DELIVERY_DONE, DELIVERY_PENDING, DeliveryState
+from lestrade.timefmt import now_iso, parse_time
 
 __all__ = ["DeliveryWatch", "SELECTOR", "backoff"]
 
@@ -145,7 +144,7 @@ class DeliveryWatch:
     async def _watch(self, path: str, selector: str, version: str) -> None:
         while True:
             selection = {"fieldSelector": selector} if selector else {}
-            async for event in self.kube.watch(path, resource_version=version, **selection):
+            async for event in self.kube.watch(path, resource_version=version, **selection):  # type: ignore[arg-type]
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     return

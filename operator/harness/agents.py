@@ -32,12 +32,11 @@ from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
 from lestrade.operator.agent.prompts import PromptConfig
 from lestrade.operator.agent.toolcalls import Call, CallIds
+from lestrade.operator.base.budgets import Ledger, run_budget_passed
+from lestrade.operator.harness.gate import AgentTag, Gate, GatedTool
 from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
 from lestrade.resources.conversation import HarnessSettings
 from lestrade.runs.transcript import RecordType, Transcript
-
-from lestrade.operator.base.budgets import Ledger, run_budget_passed
-from lestrade.operator.harness.gate import AgentTag, Gate, GatedTool
 
 __all__ = ["AGENT_TOOL", "AgentTool", "Subagents", "SUBAGENT_PROMPT", "depth_refusal"]
 
@@ -122,14 +121,14 @@ class Subagents:
         toolsets = [
             Toolset(
                 ts.name,
-                [GatedTool(t, self.gate, tag, self.tool_timeout) for t in ts.tools],
+                [GatedTool(t, self.gate, tag, self.tool_timeout) for t in ts.tools],  # type: ignore[misc]
                 ts.instructions,
                 ts.enabled,
             )
             for ts in self.base.toolsets
         ]
         spawn = GatedTool(AgentTool(self, tag), self.gate, tag, self.tool_timeout)
-        toolsets.append(Toolset("subagents", [spawn]))
+        toolsets.append(Toolset("subagents", [spawn]))  # type: ignore[list-item]
         return ToolRegistry(toolsets)
 
     def _remaining(self) -> float:
@@ -204,7 +203,7 @@ class _Child:
                 if not isinstance(event, ev.ModelMessage):  # its message follows at once
                     await self._store()
         finally:
-            await stream.aclose()
+            await stream.aclose()  # type: ignore[attr-defined]
         await self._end("error", "the subagent stopped without an answer")
         return ToolOutput("error", error="the subagent stopped without an answer")
 
@@ -236,9 +235,9 @@ class _Child:
                 if passed is None:
                     passed = await self.s.ledger.check(self.s.namespace)
                 if passed is not None:
-                    message = f"the subagent was stopped: {passed}"
-                    await self._end("error", message)
-                    return ToolOutput("error", error=message)
+                    stopped = f"the subagent was stopped: {passed}"
+                    await self._end("error", stopped)
+                    return ToolOutput("error", error=stopped)
             case ev.ApprovalNeeded():  # gated tools never ask the engine; kept for safety
                 await self._end("error", "a tool call needed an approval the subagent cannot ask for")
                 return ToolOutput("error", error="the subagent needed an approval it cannot ask for")

@@ -33,12 +33,11 @@ from pydantic import ValidationError
 
 from lestrade.kube import Kube, conversation_path
 from lestrade.operator.agent.toolcalls import Call, execute
+from lestrade.operator.status.projection import ConversationProjection
 from lestrade.operator.tools.base import Tool, ToolOutput
 from lestrade.operator.tools.bash.parse import BashParseError, parse_command
 from lestrade.resources.conversation import HarnessSettings, Permissions, ToolPermission
 from lestrade.runs.transcript import RecordType, Transcript
-
-from lestrade.operator.status.projection import ConversationProjection
 
 __all__ = [
     "AgentTag",

@@ -29,12 +29,11 @@ from typing import Any
 from lestrade.operator.agent.model import ModelReply, complete
 from lestrade.operator.agent.tokens import context_limits
 from lestrade.operator.agent.toolcalls import Call
+from lestrade.operator.base.budgets import run_budget_passed
+from lestrade.operator.harness.agents import AGENT_TOOL, Subagents
+from lestrade.operator.harness.gate import MAIN_AGENT, AgentTag
 from lestrade.operator.rlm import DepthExceeded, RlmHooks, RlmOutcome, RlmReply, ToolDenied, ToolSpec, run_rlm
 from lestrade.runs.transcript import RecordType
-
-from lestrade.operator.base.budgets import run_budget_passed
-from lestrade.operator.harness.gate import MAIN_AGENT, AgentTag
-from lestrade.operator.harness.agents import AGENT_TOOL, Subagents
 
 __all__ = ["RlmStopped", "run_rlm_session"]
 

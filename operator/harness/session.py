@@ -17,15 +17,14 @@ from lestrade.config import ModelConfig
 from lestrade.kube import Kube
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.prompts import PromptConfig
+from lestrade.operator.agent.toolcalls import CallIds
+from lestrade.operator.base.budgets import Ledger
+from lestrade.operator.harness.agents import Subagents
+from lestrade.operator.harness.gate import MAIN_AGENT, DecisionWatch, Gate
+from lestrade.operator.status.projection import ConversationProjection
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.resources.conversation import HarnessSettings
-from lestrade.operator.agent.toolcalls import CallIds
 from lestrade.runs.transcript import RecordType, Transcript
-
-from lestrade.operator.base.budgets import Ledger
-from lestrade.operator.harness.gate import MAIN_AGENT, DecisionWatch, Gate
-from lestrade.operator.harness.agents import Subagents
-from lestrade.operator.status.projection import ConversationProjection
 
 __all__ = ["HarnessSession", "start_session"]
 

@@ -9,12 +9,11 @@ from typing import Any
 import kopf
 from kopf._core.intents import handlers as kopf_handlers
 
-from lestrade.resources.constants import API_VERSION, GROUP, MCPSERVER_KIND, MCPSERVER_PLURAL, VERSION
-
 from lestrade.operator.base import metrics
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.recorder import EventRecorder
 from lestrade.operator.mcpservers.reconcile import reconcile
+from lestrade.resources.constants import API_VERSION, GROUP, MCPSERVER_KIND, MCPSERVER_PLURAL, VERSION
 
 __all__ = ["register", "DAEMON_ID"]
 

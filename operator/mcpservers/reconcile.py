@@ -23,18 +23,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from lestrade.kube import ApiException, Kube, api_path, resource_path
-from lestrade.resources import condition, set_condition
-from lestrade.resources.common import parse_duration
-from lestrade.resources.constants import CONDITION_READY, MCPSERVER_PLURAL
-from lestrade.resources.mcpserver import MCP_CREDENTIALS_LABEL, MCPServer, MCPServerStatus
-from lestrade.timefmt import to_iso
-
 from lestrade.operator.base import metrics
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.recorder import EventRecorder
 from lestrade.operator.tools.mcp import McpFailure, Policy, ServerConfig, build_catalog, discover
 from lestrade.operator.tools.mcp.catalog import clean_text
 from lestrade.operator.tools.mcp.hub import McpServerEntry
+from lestrade.resources import condition, set_condition
+from lestrade.resources.common import parse_duration
+from lestrade.resources.constants import CONDITION_READY, MCPSERVER_PLURAL
+from lestrade.resources.mcpserver import MCP_CREDENTIALS_LABEL, MCPServer, MCPServerStatus
+from lestrade.timefmt import to_iso
 
 __all__ = ["reconcile", "load_for_run", "NotUsable"]
 
@@ -214,7 +213,7 @@ async def _write(kube: Kube, namespace: str, name: str, before: MCPServerStatus,
     previous = next((c for c in before.conditions if c.type == CONDITION_READY), None)
     changed = previous is None or (previous.status, previous.reason, previous.message) != (
         ready.status, ready.reason, ready.message)
-    if changed or previous.observed_generation != ready.observed_generation:
+    if changed or previous.observed_generation != ready.observed_generation:  # type: ignore[union-attr]
         status["conditions"] = [c.to_wire() for c in set_condition(before.conditions, ready)]
     if changed and recorder is not None:
         if ready.status == "True":

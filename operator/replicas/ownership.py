@@ -38,10 +38,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lestrade.kube import is_conflict, is_not_found, resource_path
-from lestrade.runs.views import ConversationView, RunView, view_of
-
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.replicas.membership import Holder, Membership
+from lestrade.runs.views import ConversationView, RunView, view_of
 
 __all__ = ["OWNER_ANNOTATION", "Ownership", "preferred_owner"]
 

@@ -134,7 +134,7 @@ class _Final(BaseException):
     pass
 
 
-_final = []
+_final: list = []
 
 
 def final_answer(value):

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from lestrade.operator.rlm.contract import DepthExceeded, ToolDenied, ToolSpec
-from lestrade.operator.rlm.protocol import CallRequest, ExecReply, ProtocolError, encode_frame, parse_message, read_frame
+from lestrade.operator.rlm.protocol import (
+    CallRequest,
+    ExecReply,
+    ProtocolError,
+    encode_frame,
+    parse_message,
+    read_frame,
+)
 from lestrade.operator.rlm.sandbox import SandboxLimits, repl_sandbox
 
 __all__ = ["Repl", "ExecResult", "OnCall", "LLM_QUERY"]
@@ -73,7 +80,7 @@ class Repl:
         self._functions = [{"name": LLM_QUERY, "params": ["prompt"], "doc": "Ask a model; returns its answer."}]
         self._functions += [{"name": s.name, "params": s.param_names, "doc": s.description} for s in specs]
         names = [f["name"] for f in self._functions]
-        bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in _RESERVED or names.count(n) > 1]
+        bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in _RESERVED or names.count(n) > 1]  # type: ignore[attr-defined,arg-type]
         if bad:
             raise ValueError(f"functions: {bad[0]!r} is not a unique Python identifier the REPL can offer")
         self._names = set(names)

@@ -32,34 +32,33 @@ from enum import StrEnum
 from typing import Any
 
 from lestrade.config import ConfigError, ModelConfig
+from lestrade.kube import resource_path
 from lestrade.operator.agent import events as ev
 from lestrade.operator.agent.answer import format_answer
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
-from lestrade.operator.agent.model import load_litellm
-from lestrade.operator.agent.model import ModelCallError
-from lestrade.operator.rlm import SandboxUnavailable
+from lestrade.operator.agent.model import ModelCallError, load_litellm
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
 from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
-from lestrade.operator.agent.tracing import fail, tracer
+from lestrade.operator.agent.tracing import fail as span_failed
+from lestrade.operator.agent.tracing import tracer
+from lestrade.operator.base import metrics
+from lestrade.operator.base.budgets import BUDGET_STOPS, run_budget_passed
+from lestrade.operator.base.engine import Engine
+from lestrade.operator.base.recorder import EventRecorder
+from lestrade.operator.harness.rlm import RlmStopped, run_rlm_session
+from lestrade.operator.harness.session import HarnessSession, start_session
+from lestrade.operator.rlm import SandboxUnavailable
+from lestrade.operator.runs.context_window import limits_for
+from lestrade.operator.status.projection import ConversationProjection, Projection, projection_for
+from lestrade.operator.status.writer import StatusWriter
+from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_policy
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
 from lestrade.runs.transcript import RecordType, Transcript
 from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
-from lestrade.kube import resource_path
 from lestrade.timefmt import now_iso, parse_time, to_iso
-
-from lestrade.operator.base import metrics
-from lestrade.operator.base.budgets import BUDGET_STOPS, run_budget_passed
-from lestrade.operator.runs.context_window import limits_for
-from lestrade.operator.base.engine import Engine
-from lestrade.operator.harness.rlm import RlmStopped, run_rlm_session
-from lestrade.operator.harness.session import HarnessSession, start_session
-from lestrade.operator.status.projection import ConversationProjection, Projection, projection_for
-from lestrade.operator.base.recorder import EventRecorder
-from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_policy
-from lestrade.operator.status.writer import StatusWriter
 
 __all__ = ["Outcome", "run_attempt", "fail", "writer_for", "NOT_RUN"]
 
@@ -251,8 +250,8 @@ class _Attempt:
         hub = self.engine.mcp
         shared = self.policy.shared_mcp(self.ref.namespace, self.requester) if self.policy else ()
         if hub.loader is not None:
-            await hub.loader(self.ref.namespace, shared)
-        entries = hub.servers_for(self.ref.namespace, shared)
+            await hub.loader(self.ref.namespace, shared)  # type: ignore[arg-type]
+        entries = hub.servers_for(self.ref.namespace, shared)  # type: ignore[arg-type]
         if not entries:
             return registry
         await hub.wait_settled(entries, timeout=15.0)
@@ -403,7 +402,7 @@ class _Attempt:
 
     def _user_message(self, agent: Agent, index: int) -> dict[str, Any]:
         """Turn `index`'s question; with its images as content parts (OpenAI's image_url)."""
-        message = agent.user_message(self.view.asks[index])
+        message = agent.user_message(self.view.asks[index])  # type: ignore[attr-defined]
         spec = self.view.spec
         turns = spec.turns if isinstance(self.view, ConversationView) and spec is not None else []
         images = turns[index].images if index < len(turns) else None
@@ -562,7 +561,7 @@ class _Attempt:
                             return await self._fail("Timeout", self._timeout_message())
                         return await self._fail(event.reason, event.message)
         finally:
-            await stream.aclose()
+            await stream.aclose()  # type: ignore[attr-defined]
         return await self._fail("EngineStopped", "the agent stopped without an answer")
 
     async def _budget_stop(self, tokens: int, cost: float) -> tuple[str, str] | None:
@@ -670,7 +669,7 @@ async def run_attempt(
             outcome = await attempt.run()
             span.set_attribute("lestrade.run.outcome", str(outcome))
             if outcome == Outcome.FAILED:
-                fail(span, "RunFailed")
+                span_failed(span, "RunFailed")
             return outcome, attempt.writer.last_object
         finally:
             engine.active_runs -= 1

@@ -29,4 +29,4 @@ def limits_for(context: ContextSettings | None, limits: Limits) -> Limits:
         changes["compaction_policy"] = plan.policy
         changes["compaction_keep"] = plan.keep
         changes["compaction_skip_kinds"] = plan.skip_kinds
-    return dataclasses.replace(limits, **changes)
+    return dataclasses.replace(limits, **changes)  # type: ignore[arg-type]

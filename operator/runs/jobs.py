@@ -25,14 +25,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from lestrade.kube import api_path, is_conflict, is_not_found, resource_path
-from lestrade.resources.common import FINISHED_PHASES, Phase
-from lestrade.runs.views import ConversationView, ObjectRef, RunView, view_of
-
-from lestrade.operator.runs.attempt import Outcome, fail, writer_for
 from lestrade.operator.base.engine import Engine
-from lestrade.operator.status.projection import projection_for
 from lestrade.operator.base.recorder import EventRecorder
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.runs.attempt import Outcome, fail, writer_for
+from lestrade.operator.status.projection import projection_for
+from lestrade.resources.common import FINISHED_PHASES, Phase
+from lestrade.runs.views import ConversationView, ObjectRef, RunView, view_of
 
 __all__ = [
     "RUN_UID_LABEL",

@@ -39,7 +39,7 @@ async def run_until_stopped(
     task = asyncio.ensure_future(work)
     stops = {asyncio.ensure_future(stopped.wait())}
     if gone is not None:
-        stops.add(asyncio.ensure_future(gone.wait()))
+        stops.add(asyncio.ensure_future(gone.wait()))  # type: ignore[arg-type]
     try:
         await asyncio.wait({task, *stops}, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when Kopf cancels this daemon by force

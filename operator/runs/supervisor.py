@@ -31,16 +31,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lestrade.kube import resource_path
-from lestrade.runs.transcript import RecordType, Transcript
-from lestrade.timefmt import now_iso
-from lestrade.runs.views import ConversationView, RunView, view_of
-
-from lestrade.operator.runs.attempt import fail, run_attempt, writer_for
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.metrics import APPROVALS
+from lestrade.operator.base.recorder import EventRecorder
+from lestrade.operator.runs.attempt import fail, run_attempt, writer_for
 from lestrade.operator.runs.jobs import JobRounds
 from lestrade.operator.status.projection import ConversationProjection, projection_for
-from lestrade.operator.base.recorder import EventRecorder
+from lestrade.runs.transcript import RecordType, Transcript
+from lestrade.runs.views import ConversationView, RunView, view_of
+from lestrade.timefmt import now_iso
 
 __all__ = ["CONDITION_DECISIONS_ACCEPTED", "Feeds", "Supervisor", "judge_decisions"]
 
@@ -196,7 +195,7 @@ class Supervisor:
                 if settings.job_mode:
                     outcome, written = await self.jobs.run_round(view, body, feed, recorder)
                 else:
-                    outcome, written = await run_attempt(self.engine, view.body)
+                    outcome, written = await run_attempt(self.engine, view.body)  # type: ignore[assignment]
             # Its status write may not have reached the watch yet; continue from the stored
             # object so a pause (or the end) is never mistaken for "still runnable".
             latest = written or await self.engine.kube.get(_path(view))
@@ -218,7 +217,7 @@ class Supervisor:
         projection = projection_for(writer_for(self.engine, view), view)
         if isinstance(projection, ConversationProjection):
             if projection.index not in state.turns:
-                state = None  # the turn never started: nothing of it is in the transcript
+                state = None  # type: ignore[assignment] # the turn never started: nothing of it is in the transcript
             else:
                 projection.attach(state)
         if state is not None:

@@ -115,7 +115,7 @@ class TtlReaper:
     async def _watch(self, path: str, selector: str, version: str) -> None:
         while True:  # each watch ends after the server's timeout; resume from the last version
             selection = {"fieldSelector": selector} if selector else {}
-            async for event in self._kube.watch(path, resource_version=version, **selection):
+            async for event in self._kube.watch(path, resource_version=version, **selection):  # type: ignore[arg-type]
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     return  # e.g. 410 Gone: the version is too old, list again

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lestrade.operator.status.writer import StatusWriter
 from lestrade.resources.common import FINISHED_PHASES, Phase, Usage
 from lestrade.resources.constants import (
     CONDITION_ANSWERED,
@@ -22,15 +23,13 @@ from lestrade.resources.constants import (
     CONDITION_SUCCEEDED,
 )
 from lestrade.resources.conversation import TurnStatus
+from lestrade.resources.destination import DELIVERY_PENDING
 from lestrade.resources.investigation import Finding
 from lestrade.runs.findings import findings
-from lestrade.resources.destination import DELIVERY_PENDING
 from lestrade.runs.progress import RunFacts, run_facts
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView, RunView
 from lestrade.timefmt import now_iso, parse_time
-
-from lestrade.operator.status.writer import StatusWriter
 
 __all__ = ["Projection", "InvestigationProjection", "ConversationProjection", "projection_for"]
 

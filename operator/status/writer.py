@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lestrade.kube import Kube
 from lestrade.resources.common import (
     Condition,
     ConditionStatus,
@@ -28,8 +29,6 @@ from lestrade.resources.common import (
     condition,
     set_condition,
 )
-
-from lestrade.kube import Kube
 
 __all__ = ["StatusWriter"]
 

@@ -23,9 +23,8 @@ import threading
 
 from kubernetes import client as k8s
 
-from lestrade.resources.tenancy import RunScope
-
 from lestrade.operator.tenancy.tools_identity import ToolsIdentity
+from lestrade.resources.tenancy import RunScope
 
 __all__ = ["ScopeIdentities", "scope_account_name", "SCOPE_LABEL"]
 

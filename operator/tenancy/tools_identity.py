@@ -64,7 +64,7 @@ class ToolsIdentity:
         configuration.verify_ssl = source.verify_ssl
         configuration.ssl_ca_cert = str(self._ca) if self._ca else None
         configuration.api_key_prefix["authorization"] = "Bearer"
-        configuration.refresh_api_key_hook = lambda _cfg: self.refresh()
+        configuration.refresh_api_key_hook = lambda _cfg: self.refresh()  # type: ignore[assignment]
         # As many kept-alive connections as the tools have threads: with urllib3's default of
         # 10, a burst discarded most connections and paid a new TLS handshake per tool call.
         configuration.connection_pool_maxsize = TOOL_THREADS
@@ -91,11 +91,11 @@ class ToolsIdentity:
             request = k8s.AuthenticationV1TokenRequest(
                 spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=self.seconds)
             )
-            token = self._core.create_namespaced_service_account_token(
+            token = self._core.create_namespaced_service_account_token(  # type: ignore[union-attr]
                 self.service_account, self.namespace, request
             ).status.token
             self.api_client.configuration.api_key["authorization"] = token
-            self._write_kubeconfig(token)
+            self._write_kubeconfig(token)  # type: ignore[arg-type]
             self._renew_at = time.monotonic() + self.seconds * _RENEW_AFTER
             logger.info("minted a token for the tools identity %s", self.username)
 

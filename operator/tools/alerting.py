@@ -11,7 +11,7 @@ from labels), so they are cut short and go through the tools' redaction like eve
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lestrade.operator.tools.base import Tool, Toolset
@@ -42,7 +42,7 @@ class _HttpJson:
 
         async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers, verify=self.verify) as client:
             try:
-                response = await client.get(f"{self.url}{path}", params=params or [])
+                response = await client.get(f"{self.url}{path}", params=params or [])  # type: ignore[arg-type]
             except httpx.HTTPError as exc:
                 raise RuntimeError(f"cannot reach {self.what} at {self.url}: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
@@ -70,7 +70,7 @@ def _since(stamp: str | None) -> str:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return _short(stamp, 40)
-    ago = int((datetime.now(timezone.utc) - when).total_seconds())
+    ago = int((datetime.now(UTC) - when).total_seconds())
     span = f"{ago // 86400}d" if ago >= 86400 else f"{ago // 3600}h" if ago >= 3600 else f"{ago // 60}m" if ago >= 60 else f"{max(ago, 0)}s"
     return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} ({span} ago)"
 

@@ -17,12 +17,18 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL, GROUP, INVESTIGATION_KIND, INVESTIGATION_PLURAL, VERSION
-from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
-
 from lestrade.operator.tools.base import Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
 from lestrade.operator.tools.kubernetes.api import KubeApi
+from lestrade.resources import (
+    CONVERSATION_KIND,
+    CONVERSATION_PLURAL,
+    GROUP,
+    INVESTIGATION_KIND,
+    INVESTIGATION_PLURAL,
+    VERSION,
+)
+from lestrade.runs.history import MAX_RESULTS, FindingsIndex, SearchQuery, parse_since
 
 __all__ = ["findings_toolset", "PAGE"]
 

@@ -15,14 +15,17 @@ import asyncio
 import math
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
-
 
 from lestrade.operator.tools.base import Tool, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
 from lestrade.operator.tools.promql_scope import (
-    NamespaceScope, ScopeRefused, enforce_query, enforce_selector, verify_server_ast,
+    NamespaceScope,
+    ScopeRefused,
+    enforce_query,
+    enforce_selector,
+    verify_server_ast,
 )
 
 __all__ = ["prometheus_toolset", "format_vector", "format_matrix", "parse_time_arg"]
@@ -97,7 +100,7 @@ def _num(value: str) -> str:
 
 
 def _ts(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_vector(result: list[dict[str, Any]]) -> str:

@@ -150,7 +150,7 @@ def _parse(query: str) -> Any:
 
 def _nodes(expr: Any) -> list[Any]:
     found: list[Any] = []
-    pp.walk(expr, lambda node: found.append(node) or True)
+    pp.walk(expr, lambda node: found.append(node) or True)  # type: ignore[func-returns-value]
     return found
 
 

@@ -181,7 +181,7 @@ def _line_indent(text: str, pos: int) -> int | None:
     start = text.rfind("\n", max(0, pos - 512), pos) + 1
     if start == 0 and pos > 512:
         return None
-    return _INDENT.match(text, start).end() - start
+    return _INDENT.match(text, start).end() - start  # type: ignore[union-attr]
 
 
 def _yaml_block_end(text: str, value_end: int, key_pos: int) -> int | None:
@@ -194,7 +194,7 @@ def _yaml_block_end(text: str, value_end: int, key_pos: int) -> int | None:
         nl = text.find("\n", pos + 1)
         line_end = len(text) if nl < 0 else nl
         line = text[pos + 1 : line_end]
-        if line.strip() and _INDENT.match(line).end() <= indent:
+        if line.strip() and _INDENT.match(line).end() <= indent:  # type: ignore[union-attr]
             break
         pos = line_end
     return pos
@@ -218,7 +218,7 @@ def _continuation_end(text: str, line_end: int, column: int) -> int:
         nl = text.find("\n", pos + 1)
         end = len(text) if nl < 0 else nl
         line = text[pos + 1 : end]
-        if not line.strip() or _INDENT.match(line).end() <= column:
+        if not line.strip() or _INDENT.match(line).end() <= column:  # type: ignore[union-attr]
             break
         pos = end
     return pos
@@ -264,7 +264,7 @@ def _mask_key_values(text: str) -> str:
         quote = value.group("eq") or value.group("dq") or value.group("sq") or ""
         head = text[pos : m.end()]
         if value.group("val") is not None and _BLOCK_INDICATOR.match(text, m.end()):
-            end = _yaml_block_end(text, _BLOCK_INDICATOR.match(text, m.end()).end(), m.start())
+            end = _yaml_block_end(text, _BLOCK_INDICATOR.match(text, m.end()).end(), m.start())  # type: ignore[union-attr]
             if end is not None:
                 out.append(f"{head}{value.group('val')} {REDACTED}")
                 pos = end
@@ -446,7 +446,7 @@ def _mask_secret_yaml(text: str) -> str:
             nl = text.find("\n", pos + 1)
             end = len(text) if nl < 0 else nl
             line = text[pos + 1 : end]
-            if line.strip() and _INDENT.match(line).end() <= indent:
+            if line.strip() and _INDENT.match(line).end() <= indent:  # type: ignore[union-attr]
                 break
             entry = _YAML_ENTRY.fullmatch(line)
             value = entry.group("val").strip() if entry else ""
@@ -455,7 +455,7 @@ def _mask_secret_yaml(text: str) -> str:
             elif entry or not line.strip():
                 out.append("\n" + line)
             else:
-                out.append("\n" + _INDENT.match(line).group() + REDACTED)  # a block scalar's content
+                out.append("\n" + _INDENT.match(line).group() + REDACTED)  # type: ignore[union-attr] # a block scalar's content
             pos = end
     out.append(text[pos:])
     return "".join(out)

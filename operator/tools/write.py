@@ -7,7 +7,7 @@ default, so a model never even sees them unless the operator is configured to of
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from kubernetes.client import ApiClient
 
@@ -49,7 +49,7 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False,
             raise ToolInputError(
                 f"namespace {namespace} is outside this run's scope ({', '.join(namespaces)})"
             )
-        return namespace
+        return namespace  # type: ignore[return-value]
 
     async def delete_pod(p: Params) -> str:
         namespace, name = _namespace(p), p.name("name")
@@ -61,7 +61,7 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False,
         kind = _workload_kind(p, _RESTARTABLE)
         namespace, name = _namespace(p), p.name("name")
         res = await api.resolve(f"{_RESTARTABLE[kind]}.apps")
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}}
         await api.patch(res.path(namespace, name), body, content_type="application/strategic-merge-patch+json")
         return f"{kind}.apps/{name} restarted (pod template annotated {RESTARTED_AT}={now})"

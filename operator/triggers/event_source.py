@@ -99,7 +99,7 @@ class EventSource:
         batch, self._pending = self._pending, []
         namespaces = sorted({a.labels["namespace"] for a in batch})
         try:
-            routes = []
+            routes = []  # type: ignore[var-annotated]
             # An Event reaches only the routes of its own namespace: a team's route never
             # starts Investigations about another team's objects.
             for namespace in namespaces:

@@ -77,7 +77,7 @@ async def check(kube: Kube, raw: dict[str, Any], policy: RoutePolicy) -> bool:
     body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
             "status": {"conditions": [c.to_wire() for c in conditions], "observedGeneration": generation}}
     try:
-        await kube.patch(resource_path(ALERTROUTE_PLURAL, meta.get("namespace"), meta.get("name")) + "/status", body)
+        await kube.patch(resource_path(ALERTROUTE_PLURAL, meta.get("namespace"), meta.get("name")) + "/status", body)  # type: ignore[arg-type]
     except ApiException as exc:
         if exc.status in (404, 409):
             return False  # deleted, or changed meanwhile: the next event checks again

@@ -26,6 +26,7 @@ from croniter import croniter
 from pydantic import ValidationError
 
 from lestrade.kube import ApiException, Kube, resource_path
+from lestrade.operator.base.recorder import EventRecorder
 from lestrade.resources import (
     API_VERSION,
     INVESTIGATION_KIND,
@@ -37,8 +38,6 @@ from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import GROUP, SCHEDULED_KIND, SCHEDULED_PLURAL, VERSION
 from lestrade.resources.scheduled import ScheduledInvestigation
 from lestrade.timefmt import parse_time, to_iso
-
-from lestrade.operator.base.recorder import EventRecorder
 
 __all__ = ["SCHEDULED_BY_LABEL", "SCHEDULED_AT_ANNOTATION", "reconcile", "register", "ScheduleError"]
 

@@ -3,7 +3,7 @@ investigation prompt, and the first-call token budget."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from agent_support import FakeTool, collect, final, registry
@@ -77,7 +77,7 @@ def test_sections_with_nothing_to_say_are_left_out() -> None:
 
 
 def test_user_prompt_sections() -> None:
-    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     config = PromptConfig(
         enabled_prompts="",
         files=[("values.yaml", "replicas: 3")],

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 import yaml
-
 from alertkit import alert, payload, route_status, routed_investigations
-from lestrade.localcluster.build import binary_path
-from lestrade.resources.rest import request_json
-from lestrade.modelserver import Scenario, Step
 from opkit import phase_is, wait_inv
+
+from lestrade.localcluster.build import binary_path
+from lestrade.modelserver import Scenario, Step
+from lestrade.resources.rest import request_json
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertroute.yaml"
 ANSWER = "# Cause\nThe config file /etc/app.yaml is missing.\n\n# Fix\nMount the ConfigMap."

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from alertkit import alert, api_processes, apply_route, payload, route_status, routed_investigations
 from kubernetes import client as k8s
 
-from alertkit import alert, api_processes, apply_route, payload, route_status, routed_investigations
 from lestrade.triggers import Alert, investigation_name
 from lestrade.triggers.naming import window_index
 

@@ -10,9 +10,9 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+from apikit import serve
 from kubernetes import client as k8s
 
-from apikit import serve
 from lestrade.api.app import create_app
 from lestrade.kube import Kube
 from lestrade.localcluster.processes import wait_until

@@ -4,9 +4,9 @@ requests of the shared watch and the open SSE streams."""
 from __future__ import annotations
 
 import httpx
+from apikit import serve
 from prometheus_client.parser import text_string_to_metric_families
 
-from apikit import serve
 from lestrade.api.app import create_app
 from lestrade.localcluster.processes import wait_until
 from lestrade.metrics import sse_stream

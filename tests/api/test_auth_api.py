@@ -5,17 +5,16 @@ one who may patch them can. Real tokens (TokenRequest), real SubjectAccessReview
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import httpx
-from kubernetes import client as k8s
-
 from convkit import get_conv
+from kubernetes import client as k8s
+from opkit import EFFECT_LABEL, count_effects
+
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
-from opkit import EFFECT_LABEL, count_effects
 from lestrade.testing.rbac import grant_lestrade_role as grant
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from apikit import conversations
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}

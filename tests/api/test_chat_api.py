@@ -8,13 +8,13 @@ import json
 from typing import Any
 
 import httpx
-from httpx_sse import connect_sse
-
 from apikit import conversations, fetch_event_source_messages, serve
 from convkit import all_answered, wait_conv
+from httpx_sse import connect_sse
+from opkit import PROBE_LABEL, count_effects, model_list, unique
+
 from lestrade.api.app import create_app
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import PROBE_LABEL, count_effects, model_list, unique
 
 
 def probe(call_id: str, namespace: str, tag: str, seconds: float = 0) -> ToolCall:

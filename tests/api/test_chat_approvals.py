@@ -10,11 +10,11 @@ import json
 from typing import Any
 
 import httpx
-from httpx_sse import connect_sse
-
 from convkit import get_conv
-from lestrade.modelserver import Scenario, Step, ToolCall
+from httpx_sse import connect_sse
 from opkit import EFFECT_LABEL, count_effects
+
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 
 def fix(namespace: str, tag: str, call_id: str = "fix-1") -> ToolCall:

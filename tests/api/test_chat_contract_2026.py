@@ -11,15 +11,15 @@ from contextlib import ExitStack
 from typing import Any
 
 import httpx
-
 from apikit import serve, wait_ready
 from convkit import get_conv
+from opkit import EFFECT_LABEL, count_effects, model_list
+from test_auth_api import grant
+
 from lestrade.api.app import create_app
 from lestrade.localcluster.build import binary_path
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Fault, Scenario, Step, ToolCall
-from opkit import EFFECT_LABEL, count_effects, model_list
-from test_auth_api import grant
 
 
 def fix(namespace: str, tag: str) -> ToolCall:

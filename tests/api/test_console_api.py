@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from opkit import get_inv, phase_is, wait_inv
+
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import get_inv, wait_inv, phase_is
 
 
 def test_pages_data_and_bad_input(stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from playwright.sync_api import expect
-
 from consolekit import browser, shot, signed_in
+from opkit import EFFECT_LABEL, count_effects
+from playwright.sync_api import expect
+from test_auth_api import grant
+
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import EFFECT_LABEL, count_effects
-from test_auth_api import grant
 
 HOSTILE_ANSWER = (
     "## Root cause\nThe **memory** limit of `web-1` is too low. [evidence: fix-1]\n\n"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-
 from apikit import serve
 from convkit import all_answered, ask, create_conv, get_conv, wait_conv
+
 from lestrade.api.app import create_app
 from lestrade.modelserver import Scenario, Step, ToolCall
 

@@ -178,9 +178,10 @@ def test_concurrent_appends_across_chunk_boundaries(cluster: Any, crds: None, na
     another's smaller record would still fit the old one, neither record is lost (the full
     chunk is sealed first)."""
     from apikit import serve
+    from kubernetes import client as k8s
+
     from lestrade.api.app import create_app
     from lestrade.runs.transcript import TRANSCRIPT_LABEL
-    from kubernetes import client as k8s
 
     with cluster.api_client() as one, cluster.api_client() as two:
         apps = [create_app(one, namespace=namespace), create_app(two, namespace=namespace)]

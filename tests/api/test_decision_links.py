@@ -18,9 +18,23 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "operator"))
 
 from apikit import serve, wait_ready  # noqa: E402
 from deliverykit import Receiver  # noqa: E402
+from opkit import (  # noqa: E402
+    EFFECT_LABEL,
+    GROUP,
+    VERSION,
+    OperatorThread,
+    count_effects,
+    create_inv,
+    get_inv,
+    model_list,
+    phase_is,
+    test_registry,
+    wait_inv,
+    wait_until,
+)
+
 from lestrade.api.app import create_app  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
-from opkit import EFFECT_LABEL, GROUP, VERSION, OperatorThread, count_effects, create_inv, get_inv, model_list, phase_is, test_registry, wait_inv, wait_until  # noqa: E402
 
 KEY = b"decision-link-key-0123456789abcdef"
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs/schemas/delivery-v1.json").read_text())

@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 import httpx
+from convkit import get_conv
 from httpx_sse import connect_sse
 
-from convkit import get_conv
 from lestrade.modelserver import Scenario, Step, ToolCall
 
 CHART = {

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fuzz_openapi import JSON
 
 from lestrade.modelserver import Scenario, Step
-from test_fuzz_openapi import JSON
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 

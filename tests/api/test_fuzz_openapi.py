@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lestrade.resources.rest import request_json
 from lestrade.modelserver import Rule, RuleCondition, Scenario, Step
+from lestrade.resources.rest import request_json
 
 # The API serves from another thread of this process, and its own code may use `random`
 # (retry jitter) while Hypothesis generates: not the strategies' doing.

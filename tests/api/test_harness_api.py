@@ -14,10 +14,10 @@ import pytest
 from httpx_sse import connect_sse
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.localcluster.processes import wait_until
 from opkit import EFFECT_LABEL, PROBE_LABEL, count_effects, install_policy
+
+from lestrade.localcluster.processes import wait_until
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 Event = tuple[str, dict[str, Any]]
 

@@ -10,11 +10,19 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+from opkit import (
+    EFFECT_LABEL,
+    PROBE_LABEL,
+    OperatorThread,
+    count_effects,
+    model_list,
+    test_registry,
+    transcript_messages,
+)
+from test_harness_api import Session, answer, fix, relays
 
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import EFFECT_LABEL, PROBE_LABEL, OperatorThread, count_effects, model_list, test_registry, transcript_messages
-from test_harness_api import Session, answer, fix, relays
 
 GROUP, VERSION, PLURAL = "lestrade.dev", "v1alpha1", "conversations"
 

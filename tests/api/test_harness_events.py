@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lestrade.config import ModelConfig, ModelList
 from lestrade.api.harness.events import harness_events
 from lestrade.api.harness.requests import HarnessError, parse_chat, parse_relay
+from lestrade.config import ModelConfig, ModelList
 from lestrade.runs.transcript import TranscriptState
 
 CHILD = {"agentId": "agent-s1", "parentId": "s1", "depth": 1}

@@ -9,13 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-from httpx_sse import connect_sse
-
 from apikit import conversations
+from httpx_sse import connect_sse
+from test_auth_api import grant
+
 from lestrade.api.hosted.accounts import ClusterUnresolved, HostedSettings, resolve_cluster
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Fault, Scenario, Step, ToolCall
-from test_auth_api import grant
 
 PAYLOAD = {
     "alertname": "KubeContainerWaiting", "container": "frontend", "namespace": "production",

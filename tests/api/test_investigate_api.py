@@ -9,9 +9,9 @@ from typing import Any
 
 from httpx_sse import connect_sse
 from kubernetes import client as k8s
+from opkit import PROBE_LABEL, count_effects, unique
 
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import PROBE_LABEL, count_effects, unique
 
 ANSWER = "# Alert Explanation\nPod web was OOMKilled.\n\n# Next Steps\nRaise the memory limit."
 

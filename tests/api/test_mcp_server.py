@@ -11,14 +11,14 @@ from typing import Any
 
 import httpx
 from kubernetes import client as k8s
+from mcpkit import mcp_session, raw_call
+from opkit import create_inv
 
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 from lestrade.testing.rbac import grant_lestrade_role as grant
-from mcpkit import mcp_session, raw_call
-from opkit import create_inv, wait_inv, phase_is
 
 ROOT_CAUSE = "web-7f9 is OOMKilled: its 64Mi memory limit is too small for the JVM heap"
 

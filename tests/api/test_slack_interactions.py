@@ -16,10 +16,11 @@ from kubernetes import client as k8s
 sys.path.insert(0, str(Path(__file__).parent.parent / "operator"))
 
 from deliverykit import Receiver  # noqa: E402
+from opkit import EFFECT_LABEL, count_effects, create_inv, get_inv, phase_is, wait_inv  # noqa: E402
+
 from lestrade.api.slack.routes import SlackSettings  # noqa: E402
 from lestrade.api.slack.signature import slack_signature  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
-from opkit import EFFECT_LABEL, count_effects, create_inv, get_inv, phase_is, wait_inv  # noqa: E402
 
 SECRET = b"slack-signing-secret"
 

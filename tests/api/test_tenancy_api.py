@@ -8,14 +8,14 @@ import uuid
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-
 from convkit import get_conv
+from kubernetes import client as k8s
+from opkit import OperatorThread, model_list
+from tenantkit import grant_kinds, install_requester_policies, other_namespace, tenancy_setup
+
 from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
-from opkit import OperatorThread, model_list
-from tenantkit import grant_kinds, install_requester_policies, other_namespace, tenancy_setup
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from lestrade.localcluster import binary_path, ensure_binaries
-from lestrade.operator.runs.jobs import job_manifest
 from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.runs.jobs import job_manifest
 from lestrade.runs.views import view_of
 
 pytestmark = pytest.mark.binaries("helm")
@@ -284,8 +284,8 @@ def test_the_apiserver_accepts_everything_rendered(
 
 
 def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them() -> None:
-    from lestrade.api.hosted.accounts import HostedSettings
     from lestrade.api.alertmanager import AlertReceiverSettings
+    from lestrade.api.hosted.accounts import HostedSettings
 
     docs = render({
         "operator": {"namespaceSpendLimit": "tokens=500000,cost=20,window=24h"},

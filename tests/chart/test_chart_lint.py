@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from test_chart_hardening import EVERYTHING_ON, VARIANTS, apply_peering_crds, kubectl, render
 
 from lestrade.localcluster import binary_path, ensure_binaries
 from lestrade.localcluster.processes import wait_until
-from test_chart_hardening import EVERYTHING_ON, VARIANTS, apply_peering_crds, kubectl, render
 
 pytestmark = pytest.mark.binaries("helm", "kubeconform")
 

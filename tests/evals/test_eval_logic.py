@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lestrade.evals.judge import compare_reports, markdown_report, parse_verdict, build_report, ScenarioReport, Verdict
+from lestrade.evals.judge import ScenarioReport, Verdict, build_report, compare_reports, markdown_report, parse_verdict
 from lestrade.evals.recall import CallTrace, cited_ids, measure
 from lestrade.evals.scenario import GeneratedLines, load_scenario, load_scenarios, namespace_for
 from lestrade.evals.script import script_for, scripted_answer

@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import lestrade  # noqa: F401  (offline litellm/tiktoken settings before litellm is imported)
 import litellm
 import pytest
 
+import lestrade  # noqa: F401  (offline litellm/tiktoken settings before litellm is imported)
 from lestrade.modelserver import ScriptedModelServer
 
 NO_RETRIES = {"num_retries": 0, "max_retries": 0}

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from opkit import OperatorThread, model_list, test_registry
 
 from lestrade.config import ModelList
-from opkit import OperatorThread, model_list, test_registry
 
 
 @pytest.fixture

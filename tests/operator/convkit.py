@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import GROUP, VERSION, watch_phases
 
 from lestrade.runs.transcript import CHUNK_LABEL, TRANSCRIPT_LABEL, TranscriptState, decode_chunks
-from opkit import GROUP, VERSION, watch_phases
 
 __all__ = [
     "CONV_PLURAL",

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Receiver", "Received", "free_port", "check_slack_message", "check_teams_message"]
 
@@ -63,7 +64,7 @@ class Receiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,7 +97,7 @@ class Receiver:
         with self._lock:
             return list(self.received)
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -472,8 +472,8 @@ __all__.append("unique")
 
 def install_policy(api_client: k8s.ApiClient, namespace: str) -> None:
     """Installs the decisions admission policy and waits until the apiserver enforces it."""
-    from lestrade.operator.admission.decisions import install_admission_policy
     from lestrade.kube import Kube
+    from lestrade.operator.admission.decisions import install_admission_policy
 
     async def apply() -> None:
         kube = Kube(api_client)

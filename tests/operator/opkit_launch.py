@@ -10,8 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 from opkit import test_registry  # noqa: E402
+
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["job"]:

@@ -12,13 +12,13 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from opkit import create_inv, wait_until
 
 from lestrade.kube import Kube
 from lestrade.localcluster.toolsaccount import ensure_scope_policy, ensure_tenancy, ensure_tools_account
 from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
-from opkit import create_inv, wait_until
 from lestrade.testing.rbac import grant_lestrade_role as grant_kinds
 
 __all__ = ["Tenancy", "tenancy_setup", "make_tenant", "tenant_client", "other_namespace",

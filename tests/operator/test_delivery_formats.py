@@ -11,8 +11,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-
 from deliverykit import check_slack_message, check_teams_message
+
 from lestrade.operator.delivery.due import due_messages, has_finding
 from lestrade.operator.delivery.payload import build_payload
 from lestrade.operator.delivery.signing import sign, verify

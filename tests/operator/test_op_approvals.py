@@ -8,19 +8,19 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import (
     EFFECT_LABEL,
     count_effects,
     create_inv,
-    wait_event,
     install_policy,
     patch_decisions,
     phase_is,
     transcript_messages,
+    wait_event,
     wait_inv,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

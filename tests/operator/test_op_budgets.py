@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import create_inv, phase_is, wait_inv
 from prometheus_client import REGISTRY
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.modelserver.scenario import Usage
-from opkit import create_inv, phase_is, wait_inv
 
 
 def probe(namespace: str, tag: str) -> ToolCall:

@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import (
     EFFECT_LABEL,
     GROUP,
@@ -27,6 +25,8 @@ from opkit import (
     wait_until,
 )
 from test_op_restart import assert_status_matches_transcript, operator_process
+
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 RUNS = 8
 

@@ -8,14 +8,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from convkit import all_answered, ask, conv_transcript, create_conv, patch_conv_decisions, wait_conv
 from kubernetes import client as k8s
+from opkit import EFFECT_LABEL, PROBE_LABEL, count_effects, phase_is, wait_until
+from test_op_restart import operator_process, steps_requested
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 from lestrade.runs.progress import run_facts
-from convkit import all_answered, ask, conv_transcript, create_conv, patch_conv_decisions, wait_conv
-from opkit import EFFECT_LABEL, PROBE_LABEL, count_effects, phase_is, wait_until
-from test_op_restart import operator_process, steps_requested
 
 
 def assert_status_matches_transcript(api_client: k8s.ApiClient, obj: dict[str, Any]) -> None:

@@ -8,23 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-
-from lestrade.modelserver import Rule, RuleCondition, Scenario, Step, ToolCall
-from lestrade.operator.runs.attempt import NOT_RUN
-from lestrade.runs.progress import progress_records
-from lestrade.resources.rest import TABLE, request_json
-from opkit import (
-    EFFECT_LABEL,
-    PROBE_LABEL,
-    count_effects,
-    create_inv,
-    phase_is,
-    unique,
-    wait_event,
-    wait_until,
-    wait_inv,
-)
 from convkit import (
     CONV_PLURAL,
     all_answered,
@@ -35,7 +18,25 @@ from convkit import (
     turn_phases,
     wait_conv,
 )
-from opkit import GROUP, VERSION
+from kubernetes import client as k8s
+from opkit import (
+    EFFECT_LABEL,
+    GROUP,
+    PROBE_LABEL,
+    VERSION,
+    count_effects,
+    create_inv,
+    phase_is,
+    unique,
+    wait_event,
+    wait_inv,
+    wait_until,
+)
+
+from lestrade.modelserver import Rule, RuleCondition, Scenario, Step, ToolCall
+from lestrade.operator.runs.attempt import NOT_RUN
+from lestrade.resources.rest import TABLE, request_json
+from lestrade.runs.progress import progress_records
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -220,9 +221,10 @@ async def test_a_conversation_of_fifty_turns_keeps_working_inside_a_small_window
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
     start_operator: Any, policy: str,
 ) -> None:
+    from opkit import test_registry
+
     from lestrade.operator.agent.tokens import token_breakdown
     from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
-    from opkit import test_registry
 
     class BigReport:
         name = "big_report"

@@ -12,13 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from kubernetes import client as k8s
-
 from deliverykit import Receiver, check_slack_message, check_teams_message
+from kubernetes import client as k8s
+from opkit import (
+    GROUP,
+    VERSION,
+    OperatorProcess,
+    create_inv,
+    patch_decisions,
+    phase_is,
+    wait_inv,
+    wait_until,
+    write_model_list,
+)
+
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.delivery.signing import verify
 from lestrade.resources.destination import DESTINATION_SECRET_LABEL
-from opkit import GROUP, VERSION, OperatorProcess, create_inv, get_inv, patch_decisions, phase_is, wait_inv, wait_until, write_model_list
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs/schemas/delivery-v1.json").read_text())
 SIGNING_KEY = "s3cret-signing-key"

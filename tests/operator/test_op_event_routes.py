@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import wait_until
 
 from lestrade.modelserver import Scenario, Step
 from lestrade.resources.rest import request_json
-from opkit import wait_until
 
 ANSWER = "# Alert Explanation\nThe image tag does not exist.\n\n# Next Steps\nFix the tag."
 

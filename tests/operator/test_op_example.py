@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import phase_is, resource_version, transcript_messages, wait_until, watch_phases
 
 from lestrade.config import ModelList, demo_model
 from lestrade.localcluster.build import ensure_binaries
-from opkit import phase_is, resource_version, transcript_messages, wait_until, watch_phases
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crashloop.yaml"
 

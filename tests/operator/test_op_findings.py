@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from opkit import create_inv, phase_is, wait_inv
+from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
-from opkit import create_inv, phase_is, wait_inv
-from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 EARLIER_CAUSE = "the JVM heap of web outgrew its 64Mi memory limit (OOMKilled, exit code 137)"
 OTHER_CAUSE = "payroll OOMKilled because team B's batch job leaked memory"

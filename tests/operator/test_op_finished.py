@@ -10,18 +10,12 @@ Investigations that were already finished when the operator started.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from kopf._cogs.structs.references import Resource
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.base.metrics import RUNS_ACTIVE
-from lestrade.operator.runs.selection import configure_selection
-from lestrade.resources.investigation import UNFINISHED_SELECTOR
-from lestrade.timefmt import now_iso
 from opkit import (
     GROUP,
     PLURAL,
@@ -36,6 +30,12 @@ from opkit import (
     wait_until,
     watch_phases,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.base.metrics import RUNS_ACTIVE
+from lestrade.operator.runs.selection import configure_selection
+from lestrade.resources.investigation import UNFINISHED_SELECTOR
+from lestrade.timefmt import now_iso
 
 
 def _investigations() -> Resource:
@@ -112,7 +112,7 @@ def test_a_run_stops_when_someone_else_finishes_its_investigation(
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, PLURAL, "overtaken",
         {"status": {"phase": "Failed", "message": "finished elsewhere",
-                    "completionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}},
+                    "completionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}},
     )
     wait_until("the run to stop", lambda: RUNS_ACTIVE.labels("Investigation")._value.get() == 0,
                timeout=15)

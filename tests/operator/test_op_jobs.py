@@ -15,9 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.runs.jobs import RUN_UID_LABEL
 from opkit import (
     EFFECT_LABEL,
     UNSCHEDULABLE,
@@ -30,6 +27,9 @@ from opkit import (
     wait_until,
     write_model_list,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.runs.jobs import RUN_UID_LABEL
 
 
 def run_job_command(job: Any, cluster: Any, models: Path, log: Path) -> subprocess.CompletedProcess[bytes]:

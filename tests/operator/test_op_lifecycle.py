@@ -6,17 +6,17 @@ import json
 from typing import Any
 
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import (
     create_inv,
-    wait_event,
     phase_is,
     resource_version,
     transcript_messages,
+    wait_event,
     wait_until,
     watch_phases,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 ANSWER = {
     "Cause": "Pod web-1 is crash-looping: its container was OOMKilled (exit code 137).",

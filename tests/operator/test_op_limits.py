@@ -10,10 +10,6 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.base.metrics import RUNS_ACTIVE
-from lestrade.runs.transcript import TRANSCRIPT_LABEL
 from opkit import (
     GROUP,
     PLURAL,
@@ -32,6 +28,10 @@ from opkit import (
     wait_until,
     watch_phases,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.base.metrics import RUNS_ACTIVE
+from lestrade.runs.transcript import TRANSCRIPT_LABEL
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

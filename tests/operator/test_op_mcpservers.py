@@ -16,12 +16,6 @@ from typing import Any
 
 import yaml
 from kubernetes import client as k8s
-from prometheus_client import REGISTRY
-
-from lestrade.localcluster.build import ensure_binaries
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.resources.constants import GROUP, MCPSERVER_PLURAL, VERSION
-from lestrade.resources.mcpserver import MCP_CREDENTIALS_LABEL
 from opkit import (
     create_inv,
     events_for,
@@ -32,6 +26,12 @@ from opkit import (
     wait_inv,
     watch_phases,
 )
+from prometheus_client import REGISTRY
+
+from lestrade.localcluster.build import ensure_binaries
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.resources.constants import GROUP, MCPSERVER_PLURAL, VERSION
+from lestrade.resources.mcpserver import MCP_CREDENTIALS_LABEL
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mcpserver.yaml"
 TOKEN = "tok-3b1f-never-shown"

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from convkit import all_answered, create_conv, wait_conv
 from kubernetes import client as k8s
+from opkit import create_inv, patch_decisions, phase_is, wait_inv, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from convkit import all_answered, create_conv, wait_conv
 from lestrade.localcluster.cluster import free_port
 from lestrade.modelserver import Fault, Scenario, Step, ToolCall, Usage
-from opkit import create_inv, patch_decisions, phase_is, wait_inv, wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

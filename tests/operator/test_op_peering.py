@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
 from opkit import (
     PROBE_LABEL,
     OperatorProcess,
@@ -19,6 +17,8 @@ from opkit import (
     wait_until,
     write_model_list,
 )
+
+from lestrade.modelserver import Scenario, Step, ToolCall
 
 
 def kopf_peering_crd(plural: str, kind: str, scope: str) -> dict[str, Any]:

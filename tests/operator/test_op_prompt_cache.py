@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import create_inv, phase_is, wait_inv
+from test_op_metrics import delta, scrape
 
 from lestrade.localcluster.cluster import free_port
 from lestrade.modelserver import Scenario, Step, ToolCall, Usage
-from opkit import create_inv, phase_is, wait_inv
-from test_op_metrics import delta, scrape
 
 
 def test_cached_tokens_reach_status_and_metrics(

@@ -13,9 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.replicas.ownership import OWNER_ANNOTATION
 from opkit import (
     EFFECT_LABEL,
     PROBE_LABEL,
@@ -33,6 +30,9 @@ from opkit import (
     write_model_list,
 )
 from test_op_restart import assert_status_matches_transcript, steps_requested
+
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.replicas.ownership import OWNER_ANNOTATION
 
 # Short leases so a takeover fits in a test: dead after 10 s without renewal, a replica that
 # cannot renew stops its runs after 6 s, renewals (and looks at the others) every second. (A

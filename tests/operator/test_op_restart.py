@@ -9,18 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-
-from lestrade.modelserver import Scenario, Step, ToolCall
-from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
-from lestrade.kube import Kube
-from lestrade.runs.progress import run_facts
-from lestrade.runs.transcript import Transcript
 from opkit import (
+    EFFECT_LABEL,
     GROUP,
     PLURAL,
-    VERSION,
-    EFFECT_LABEL,
     PROBE_LABEL,
+    VERSION,
     OperatorProcess,
     count_effects,
     create_inv,
@@ -31,6 +25,12 @@ from opkit import (
     wait_until,
     write_model_list,
 )
+
+from lestrade.kube import Kube
+from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
+from lestrade.runs.progress import run_facts
+from lestrade.runs.transcript import Transcript
 
 
 def steps_requested(model_server: Any, scenario: str) -> Counter[int]:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from opkit import wait_until
 
 from lestrade.localcluster.build import binary_path
 from lestrade.resources.rest import request_json
-from opkit import wait_until
 
 ROUTES = "/apis/lestrade.dev/v1alpha1/namespaces/{}/alertroutes"
 

@@ -14,11 +14,11 @@ import pytest
 from croniter import croniter
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from opkit import events_for, wait_until
 
 from lestrade.localcluster.build import binary_path
 from lestrade.modelserver import Scenario, Step
 from lestrade.resources.rest import MERGE_PATCH, request_json
-from opkit import events_for, wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scheduled.yaml"
 BASE = "/apis/lestrade.dev/v1alpha1/namespaces/{ns}/scheduledinvestigations"

@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client as k8s
+from opkit import phase_is, wait_inv
+from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 from lestrade.localcluster.processes import wait_until
 from lestrade.localcluster.prometheus import PrometheusServer, ensure_prometheus
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
-from opkit import phase_is, wait_inv
-from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 pytestmark = pytest.mark.binaries("prometheus")
 

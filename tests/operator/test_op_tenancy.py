@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from opkit import events_for, phase_is, transcript_messages, wait_inv
+from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 from lestrade.localcluster import binary_path
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
-from opkit import events_for, phase_is, transcript_messages, wait_inv
-from tenantkit import install_requester_policies, make_tenant, other_namespace, tenancy_setup, tenant_client
 
 
 @pytest.fixture
@@ -143,10 +143,11 @@ def test_job_mode_pods_run_with_the_scope_too(
     import subprocess
     import sys
 
-    from lestrade.operator.runs.jobs import job_manifest
-    from lestrade.operator.base.settings import OperatorSettings
-    from lestrade.runs.views import view_of
     from opkit import write_model_list
+
+    from lestrade.operator.base.settings import OperatorSettings
+    from lestrade.operator.runs.jobs import job_manifest
+    from lestrade.runs.views import view_of
 
     env = {"LESTRADE_TOOLS_SERVICE_ACCOUNT": tenancy.tools_account,
            "LESTRADE_SCOPES_NAMESPACE": tenancy.scopes_namespace, "LESTRADE_SCOPE_POLICY": tenancy.policy}

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from opkit import OperatorProcess, create_inv, phase_is, wait_inv, wait_until, write_model_list
 
 from lestrade.localcluster.otelcol import Collector
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import OperatorProcess, create_inv, phase_is, wait_inv, wait_until, write_model_list
 
 CANARY = "canary-7d1f-tool-output"
 

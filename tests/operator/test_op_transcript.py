@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client as k8s
+from opkit import create_inv
 
 from lestrade.kube import Kube
 from lestrade.runs.transcript import TRANSCRIPT_LABEL, Transcript
-from opkit import create_inv
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, str]:

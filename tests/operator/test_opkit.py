@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client as k8s
-
 from opkit import GROUP, PLURAL, VERSION, create_inv, resource_version, watch_phases
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from lestrade.kube import ApiException
+from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.replicas.membership import Holder, Membership
 from lestrade.operator.replicas.ownership import preferred_owner
-from lestrade.operator.base.settings import OperatorSettings
 
 
 @pytest.mark.parametrize("text", [

@@ -11,9 +11,9 @@ import yaml
 from kubernetes import client as k8s
 
 from lestrade.operator.admission import requester as requester_policy
+from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.context import ScopedTools
 from lestrade.operator.tenancy.scopes import decide_scope, parse_policy
-from lestrade.operator.base.settings import OperatorSettings
 from lestrade.resources.tenancy import Requester, RunScope
 
 pytestmark = pytest.mark.binaries("helm")

@@ -9,7 +9,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from lestrade.testing.rbac import grant_lestrade_role as grant
 
 __all__ = ["PLUGIN", "Result", "run_plugin", "grant"]

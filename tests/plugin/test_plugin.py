@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
+from opkit import EFFECT_LABEL, count_effects, get_inv
 from pluginkit import grant, run_plugin
+
 from lestrade.localcluster import binary_path
 from lestrade.modelserver import Scenario, Step, ToolCall
-from opkit import EFFECT_LABEL, count_effects, get_inv
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J"
 

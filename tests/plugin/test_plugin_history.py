@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 from kubernetes import client as k8s
-
-from pluginkit import grant, run_plugin
-from lestrade.resources import GROUP
 from opkit import create_inv
+from pluginkit import grant, run_plugin
+
+from lestrade.resources import GROUP
 
 
 def _finished(api_client: Any, namespace: str, name: str, title: str, cause: str, **spec: Any) -> None:

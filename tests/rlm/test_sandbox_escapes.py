@@ -16,9 +16,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from rlmkit import Calls, failed_with, run_code
+
 import lestrade
 from lestrade.operator.rlm import Repl, SandboxLimits
-from rlmkit import Calls, failed_with, run_code
 
 SECRET = "s3cr3t-operator-credential-7f1d"
 

@@ -26,9 +26,9 @@ from lestrade.localcluster.build import binary_path
 from lestrade.modelserver import Scenario
 from lestrade.operator.agent import Agent, Limits
 from lestrade.operator.tools.base import ToolRegistry
-from lestrade.operator.tools.bash.tool import BashRunner, bash_toolset
 from lestrade.operator.tools.bash.parse import parse_command
 from lestrade.operator.tools.bash.policy import evaluate_text
+from lestrade.operator.tools.bash.tool import BashRunner, bash_toolset
 
 SECRET = "hunter2-corpus-77"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lestrade.operator.tools.bash.tool import BashRunner, bash_toolset, default_bash_env
 from lestrade.operator.tools.bash.parse import parse_command
+from lestrade.operator.tools.bash.tool import BashRunner, bash_toolset, default_bash_env
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from lestrade.operator.tools.kubernetes.format import age, events_table, human_d
 from lestrade.operator.tools.kubernetes.toolset import format_top_nodes, format_top_pods, parse_since
 from lestrade.operator.tools.prometheus import format_matrix, format_vector, parse_time_arg
 
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _iso(delta: timedelta) -> str:
@@ -135,7 +135,7 @@ def test_cap_text_keeps_the_requested_end() -> None:
 
 
 def _ev(reason: str, minutes: float, etype: str = "Normal", message: str = "") -> dict:
-    when = (datetime.now(timezone.utc) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"type": etype, "reason": reason, "message": message or reason, "lastTimestamp": when,
             "involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from kubernetes import client as k8s
@@ -176,7 +176,7 @@ async def test_events_sorted_by_time_for_object_and_namespace(kube, api_client, 
     core = k8s.CoreV1Api(api_client)
     pod = make_pod(namespace, "eventful")
     other = make_pod(namespace, "quiet")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     core.create_namespaced_event(namespace, _event(namespace, "e-new", pod, "BackOff", now - timedelta(minutes=1),
                                                    message="Back-off restarting failed container", count=4))
     core.create_namespaced_event(namespace, _event(namespace, "e-old", pod, "Pulled", now - timedelta(hours=1), etype="Normal"))

@@ -6,7 +6,11 @@ import promql_parser as pp
 import pytest
 
 from lestrade.operator.tools.promql_scope import (
-    NamespaceScope, ScopeRefused, enforce_query, enforce_selector, verify_server_ast,
+    NamespaceScope,
+    ScopeRefused,
+    enforce_query,
+    enforce_selector,
+    verify_server_ast,
 )
 
 ONE = NamespaceScope(("shop",))

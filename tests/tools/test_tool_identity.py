@@ -15,12 +15,12 @@ from kubernetes import client as k8s
 
 from lestrade.localcluster import binary_path
 from lestrade.localcluster.toolsaccount import ensure_tools_account
-from lestrade.operator.context import default_tools
 from lestrade.operator.base.settings import OperatorSettings
-from lestrade.operator.tools.bash import sandbox as sandbox_module
-from lestrade.operator.tools.bash.tool import bash_toolset, confined_runner
-from lestrade.operator.tools.bash.parse import parse_command
+from lestrade.operator.context import default_tools
 from lestrade.operator.tenancy.tools_identity import ToolsIdentity
+from lestrade.operator.tools.bash import sandbox as sandbox_module
+from lestrade.operator.tools.bash.parse import parse_command
+from lestrade.operator.tools.bash.tool import bash_toolset, confined_runner
 
 MODEL_KEY = "sk-live-0123456789abcdefFAKEKEY"
 OPERATOR_TOKEN = "eyJhbGciOiJSUzI1NiJ9.operator-token-never-readable"

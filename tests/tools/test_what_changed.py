@@ -9,7 +9,7 @@ The tool must tell all of it, newest first, with the pod template diff, and neve
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from kubernetes import client as k8s
@@ -89,7 +89,7 @@ async def test_a_series_of_changes_newest_first_with_the_template_diff(api_clien
     # managed fields keep seconds: the edit must fall in a later second than the creation to be
     # told apart from it (the condition is the clock passing the creation's second, not a delay)
     created = core.read_namespaced_config_map("web-config", namespace).metadata.creation_timestamp
-    wait_until("a second after the ConfigMap's creation", lambda: datetime.now(timezone.utc) >= created + timedelta(seconds=1), 5)
+    wait_until("a second after the ConfigMap's creation", lambda: datetime.now(UTC) >= created + timedelta(seconds=1), 5)
     core.patch_namespaced_config_map("web-config", namespace, {"data": {"LOG_LEVEL": "trace", "FEATURE_X": "on"}},
                                      field_manager="kubectl-edit")
     rbac.create_namespaced_role(namespace, k8s.V1Role(

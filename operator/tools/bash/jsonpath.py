@@ -445,7 +445,7 @@ def render_custom_columns(spec: str, obj: Any, *, headers: bool = True) -> str:
         columns.append((header, _column_path(path)))
     items = obj.get("items") if isinstance(obj, dict) and isinstance(obj.get("items"), list) else [obj]
     rows = [[h for h, _ in columns]] if headers else []
-    for item in items:
+    for item in items:  # type: ignore[union-attr]
         row = []
         for _, nodes in columns:
             values = _evaluate(nodes[0].value, item, item)

@@ -85,7 +85,7 @@ def _scan(tokens: list[str]) -> tuple[list[str], list[str | None], dict[str, lis
                 value = tokens[i] if i < len(tokens) else ""
                 i += 1
             elif not eq:
-                value = None  # unknown: the next word stays a possible resource
+                value = None  # type: ignore[assignment] # unknown: the next word stays a possible resource
             if name == "--output":
                 outputs.append(value)
             flags.setdefault(name, []).append(value)

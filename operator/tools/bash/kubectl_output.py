@@ -22,7 +22,12 @@ from typing import Any
 
 import yaml
 
-from lestrade.operator.tools.bash.jsonpath import JsonPathError, jsonpath_results, render_custom_columns, render_jsonpath
+from lestrade.operator.tools.bash.jsonpath import (
+    JsonPathError,
+    jsonpath_results,
+    render_custom_columns,
+    render_jsonpath,
+)
 from lestrade.operator.tools.kubernetes.sanitize import clean_object
 from lestrade.operator.tools.redact import REDACTED, redact_object
 

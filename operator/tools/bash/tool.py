@@ -38,9 +38,9 @@ from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
 from lestrade.operator.tools.bash.kubectl_output import KubectlOutputRefused, OutputPlan, output_plan, render_output
 from lestrade.operator.tools.bash.parse import CommandLine, Pipeline, Stage
 from lestrade.operator.tools.bash.policy import evaluate_text
+from lestrade.operator.tools.bash.sandbox import ToolSandbox
 from lestrade.operator.tools.common import FunctionTool, Params, schema
 from lestrade.operator.tools.redact import redact_async
-from lestrade.operator.tools.bash.sandbox import ToolSandbox
 
 __all__ = ["BashRunner", "RunResult", "bash_toolset", "confined_runner", "default_bash_env", "bash_sandbox"]
 

@@ -355,7 +355,7 @@ class ScopedKubeApi(KubeApi):
         if namespace or not res.namespaced:
             return await super().list_items(res, namespace, **query)
         lists = await self._each(lambda ns: super(ScopedKubeApi, self).list_items(res, ns, **query))
-        return [item for items in lists for item in items]
+        return [item for items in lists for item in items]  # type: ignore[misc]
 
     async def table(self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any) -> dict[str, Any]:
         if namespace or name or not res.namespaced:

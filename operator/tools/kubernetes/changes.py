@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lestrade.operator.tools.common import Params, ToolInputError
@@ -55,7 +55,7 @@ def _time(value: str | None) -> datetime | None:
 
 
 def _hhmm(when: datetime) -> str:
-    return when.astimezone(timezone.utc).strftime("%H:%M:%SZ")
+    return when.astimezone(UTC).strftime("%H:%M:%SZ")
 
 
 @dataclass(order=True)
@@ -175,7 +175,7 @@ def template_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> lis
 def _volume(volume: dict[str, Any]) -> str:
     source = next((k for k in volume if k != "name"), "?")
     ref = volume.get(source) if isinstance(volume.get(source), dict) else {}
-    target = ref.get("name") or ref.get("claimName") or ref.get("secretName") or ""
+    target = ref.get("name") or ref.get("claimName") or ref.get("secretName") or ""  # type: ignore[union-attr]
     return f"{volume.get('name')}({source}{':' + target if target else ''})"
 
 
@@ -234,7 +234,7 @@ class WhatChanged:
         namespace = p.name("namespace")
         minutes = p.integer("minutes", 60, lo=1, hi=_MAX_MINUTES) or 60
         workload = _workload(p.opt_str("workload"))
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         since = now - timedelta(minutes=minutes)
         notes: list[str] = []
         gate = asyncio.Semaphore(8)
@@ -310,7 +310,7 @@ def _related(display: str, obj: dict[str, Any], workload: dict[str, Any], kind: 
         return name in used
     if display == "service":
         selector = (obj.get("spec") or {}).get("selector")
-        return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+        return bool(selector) and all(labels.get(k) == v for k, v in selector.items())  # type: ignore[union-attr]
     if display in ("hpa",):
         target = (obj.get("spec") or {}).get("scaleTargetRef") or {}
         return target.get("kind", "").lower() == kind and target.get("name") == workload["metadata"]["name"]
@@ -400,7 +400,7 @@ def _scaling(workloads: dict[str, list[dict[str, Any]]], hpas: list[dict[str, An
             for entry in (workload.get("metadata") or {}).get("managedFields") or []:
                 # A manager's entry lists every field it owns, not what its last write changed:
                 # only a writer of the scale subresource, or of replicas alone, scaled.
-                spec = set(((entry.get("fieldsV1") or {}).get("f:spec") or {}))
+                spec = set((entry.get("fieldsV1") or {}).get("f:spec") or {})
                 if not (entry.get("subresource") == "scale" or spec == {"f:replicas"}):
                     continue
                 # the apiserver keeps no time for writes through the scale subresource: the

@@ -7,7 +7,7 @@ Models have read a great deal of kubectl output, so the tools print the same sha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -48,7 +48,7 @@ def age(value: str | datetime | None, now: datetime | None = None) -> str:
     then = parse_time(value) if isinstance(value, str) or value is None else value
     if then is None:
         return "<unknown>"
-    seconds = int(((now or datetime.now(timezone.utc)) - then).total_seconds())
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
     return human_duration(seconds)
 
 
@@ -167,7 +167,7 @@ def _event_age(event: dict[str, Any], now: datetime) -> str:
 
 
 def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    floor = datetime.min.replace(tzinfo=timezone.utc)
+    floor = datetime.min.replace(tzinfo=UTC)
     return sorted(events, key=lambda e: event_time(e) or floor)
 
 
@@ -177,7 +177,7 @@ def events_table(events: list[dict[str, Any]], *, with_object: bool = True, with
 
     Over `limit`, the oldest Normal events go first: a Warning is what an investigation looks
     for, and a noisy workload's routine events must not push it out of view."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ordered = sort_events(events)
     dropped = max(0, len(ordered) - limit)
     if dropped:

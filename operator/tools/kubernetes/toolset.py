@@ -18,8 +18,8 @@ from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
 from lestrade.operator.tools.kubernetes.api import ApiResource, KubeApi, KubeError, ScopedKubeApi
 from lestrade.operator.tools.kubernetes.changes import WhatChanged
-from lestrade.operator.tools.kubernetes.digest import digest_log
 from lestrade.operator.tools.kubernetes.describe import describe_node, describe_object, describe_pod, to_yaml
+from lestrade.operator.tools.kubernetes.digest import digest_log
 from lestrade.operator.tools.kubernetes.format import (
     events_table,
     format_cpu,
@@ -114,7 +114,7 @@ class _KubeTools:
         res = await self.api.resolve(p.required("kind"))
         name, namespace = p.name("name"), p.name("namespace", required=False)
         if res.namespaced and not namespace:
-            namespace = (await self._locate(res, name, None))["metadata"]["namespace"]
+            namespace = (await self._locate(res, name, None))["metadata"]["namespace"]  # type: ignore[arg-type]
         table = await self.api.table(res, namespace if res.namespaced else None, name)
         headers, rows = server_table_rows(table, with_labels=True)
         return render_table(headers, rows)
@@ -166,7 +166,7 @@ class _KubeTools:
 
     async def get_yaml(self, p: Params) -> str:
         res = await self.api.resolve(p.required("kind"))
-        obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))
+        obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))  # type: ignore[arg-type]
         obj.setdefault("kind", res.kind)
         return to_yaml(clean_object(obj))
 
@@ -174,7 +174,7 @@ class _KubeTools:
 
     async def describe(self, p: Params) -> str:
         res = await self.api.resolve(p.required("kind"))
-        obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))
+        obj = await self._locate(res, p.name("name"), p.name("namespace", required=False))  # type: ignore[arg-type]
         obj.setdefault("kind", res.kind)
         events = await self._events_or_none(obj)
         if res.group == "" and res.plural == "pods":
@@ -243,7 +243,7 @@ class _KubeTools:
         if grep is not None and len(grep) > _MAX_GREP:
             raise ToolInputError(f"parameter 'grep' must be at most {_MAX_GREP} characters")
         pods = await self.api.resolve("pods")
-        pod = await self.api.get(pods, pod_name, namespace)
+        pod = await self.api.get(pods, pod_name, namespace)  # type: ignore[arg-type]
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         init_names = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         if container and container not in names + init_names:
@@ -438,7 +438,7 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
                    minutes={"type": "integer", "description": "look back this far, default 60"},
                    workload={"type": "string", "description": "only what bears on deployment/NAME, statefulset/NAME or daemonset/NAME"}),
             changes.run,
-            lambda p: (f"what changed in {p.opt_str('namespace')}{' for ' + p.opt_str('workload') if p.opt_str('workload') else ''}"
+            lambda p: (f"what changed in {p.opt_str('namespace')}{' for ' + p.opt_str('workload') if p.opt_str('workload') else ''}"  # type: ignore[operator]
                        f" (last {p.opt_str('minutes') or '60'}m)"),
         ),
     ]

@@ -14,9 +14,15 @@ the records *are* the progress sequence a client streams (`lestrade.runs.progres
 ordered, gap-free, and the same for every reader.
 
 - `message`: `{"message": {...}}` — an OpenAI chat message added to the conversation.
-- `tool_started`: `{"id", "digest"}` — the call is about to run. Stored *before* the tool runs,
-  so a restart knows which calls may have had effects and must never run again. `digest` is
-  the `sha256:` digest of the call's tool name and exact arguments (also in the records below).
+- `tool_started`: `{"id", "digest", "intent": true, "readOnly"?}` — the call is about to run
+  (its intent). The intents of all calls of a model turn are stored in one write before any of
+  them runs. `digest` is the `sha256:` digest of the call's tool name and exact arguments (also
+  in the records below); `readOnly`: the tool declared the call read-only. A record without
+  `intent` (older transcripts, harness subagents) also counts as `tool_launched`.
+- `tool_launched`: `{"id", "digest"}` — a call that may have an effect launches now. Stored
+  right before it launches, so a restart knows which calls may have had effects and must never
+  run again ("outcome unknown"); a call with an intent but no `tool_launched` never ran, and
+  runs after the restart. Read-only calls get no such record: they are run again.
 - `tool_result`: `{"id", "name", "status", "description", "digest"}` — how a call ended (its
   output is the tool message that follows).
 - `approval_needed`: `{"pending": [{toolCallId, toolName, description, params, digest,
@@ -74,6 +80,7 @@ _RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
 class RecordType(StrEnum):
     MESSAGE = "message"
     TOOL_STARTED = "tool_started"
+    TOOL_LAUNCHED = "tool_launched"
     TOOL_RESULT = "tool_result"
     APPROVAL_NEEDED = "approval_needed"
     DECISION = "decision"
@@ -119,6 +126,8 @@ class TranscriptState:
     """The seq of each raw message's record."""
     started: set[str] = field(default_factory=set)
     """Tool call ids whose execution was about to start (intent recorded)."""
+    launched: set[str] = field(default_factory=set)
+    """Tool call ids that may have launched (and had an effect): never run again."""
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Decisions the run acted upon: call id -> {approved, reason, digest}."""
     compactions: list[dict[str, Any]] = field(default_factory=list)
@@ -138,6 +147,10 @@ class TranscriptState:
             self.message_seqs.append(seq)
         elif kind == RecordType.TOOL_STARTED:
             self.started.add(record["id"])
+            if not record.get("intent"):
+                self.launched.add(record["id"])
+        elif kind == RecordType.TOOL_LAUNCHED:
+            self.launched.add(record["id"])
         elif kind == RecordType.DECISION:
             self.decisions[record["id"]] = {
                 "approved": bool(record["approved"]),
@@ -278,9 +291,16 @@ class Transcript:
     def append_message(self, message: dict[str, Any]) -> int:
         return self.append(RecordType.MESSAGE, message=message)
 
-    def append_started(self, call_id: str, digest: str = "") -> None:
+    def append_started(self, call_id: str, digest: str = "", *, read_only: bool = False) -> None:
+        """The intent to run a call (stored before it runs; see `append_launched`)."""
         if call_id not in self.state.started:
-            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest)
+            extra = {"readOnly": True} if read_only else {}
+            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest, intent=True, **extra)
+
+    def append_launched(self, call_id: str, digest: str = "") -> None:
+        """A call that may have an effect launches now (store it before the call runs)."""
+        if call_id not in self.state.launched:
+            self.append(RecordType.TOOL_LAUNCHED, id=call_id, digest=digest)
 
     def append_decision(
         self, call_id: str, approved: bool, reason: str | None, digest: str | None = None
@@ -337,6 +357,11 @@ class Transcript:
     async def _write(self, entries: list[tuple[str, str]]) -> None:
         batch: dict[str, str] = {}
         batch_bytes = 0
+        total = sum(len(k) + len(v) for k, v in entries)
+        if self._chunk_bytes and self._chunk_bytes + total > self._limit and total <= self._limit:
+            # What fits in one chunk is stored in one write (a fresh chunk): records appended
+            # together, such as a turn's intents, are then stored all or none.
+            self._chunk_exists, self._chunk_bytes = False, 0
         for key, value in entries:
             cost = len(key) + len(value)
             if self._chunk_bytes + batch_bytes + cost > self._limit and (

@@ -232,4 +232,4 @@ def prometheus_toolset(url: str, *, headers: dict[str, str] | None = None, timeo
                      schema(None, label={"type": "string"}, match={"type": "string"}), prom.labels,
                      lambda p: f"prometheus labels {p.opt_str('label') or ''}".rstrip()),
     ]
-    return Toolset(name="prometheus", tools=tools, instructions=_INSTRUCTIONS)
+    return Toolset(name="prometheus", tools=tools, instructions=_INSTRUCTIONS, read_only=True)

@@ -372,4 +372,4 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             schema(None), k.top_nodes, lambda p: "kubectl top nodes",
         ),
     ]
-    return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS)
+    return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS, read_only=True)

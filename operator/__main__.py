@@ -32,6 +32,7 @@ from lestrade.config import ModelList, load_model_list
 from lestrade.kube import Kube
 
 from lestrade.operator.admission.decisions import install_admission_policy
+from lestrade.operator.agent.warmup import warm_up
 from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.operator.context import build_engine
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
@@ -94,6 +95,10 @@ async def run_operator(
         settings, models or load_model_list(), api_client=api_client, tools=tools,
         session_factory=session_factory,
     )
+    # While Kopf connects and lists: resumed runs then call the model at once (warmup.py).
+    warm = asyncio.create_task(
+        warm_up([m.settings for m in engine.models.models.values()]), name="warm model client"
+    ) if settings.warm_model_client else None
     if install_policy:
         await install_admission_policy(engine.kube)
         await install_requester_policy(engine.kube)
@@ -155,7 +160,9 @@ async def run_operator(
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        if warm is not None:
+            warm.cancel()
+        await asyncio.gather(reaper, *([warm] if warm is not None else []), return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
 

@@ -7,6 +7,7 @@ own ApiClient and tool registry, and so the Job entrypoint does not import Kopf.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import aiohttp
@@ -35,6 +36,10 @@ class ScopedTools:
     only (`tenancy/scope_identity.py`). Identities are minted with the operator's client once per
     process and renewed as they age; only the write tools, which always wait for approval, act
     with the operator's own client.
+
+    `identity` is called from worker threads (minting blocks), by many runs at once after a
+    restart: the lock makes the first caller create each identity and the others wait for it
+    (without it, every thread minted its own token and folder, and all but one leaked).
     """
 
     def __init__(self, settings: OperatorSettings) -> None:
@@ -42,6 +47,7 @@ class ScopedTools:
         self._cluster: ToolsIdentity | None = None
         self._scoped: ScopeIdentities | None = None
         self._warned = False
+        self._lock = threading.Lock()
 
     @property
     def tenancy(self) -> bool:
@@ -49,6 +55,10 @@ class ScopedTools:
         return bool(self.settings.scopes_namespace)
 
     def _cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
+        with self._lock:
+            return self._make_cluster_identity(operator_client)
+
+    def _make_cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
         if self._cluster is None and self.settings.tools_service_account:
             namespace, name = parse_service_account(self.settings.tools_service_account, "default")
             self._cluster = ToolsIdentity(operator_client, namespace, name)
@@ -67,10 +77,20 @@ class ScopedTools:
             if cluster is not None:
                 cluster.refresh()  # each run starts with a token good for half its lifetime
             return cluster
-        if self._scoped is None:
-            self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
-                                           self.settings.tools_read_role, cluster)
-        return self._scoped.for_scope(scope)
+        with self._lock:
+            if self._scoped is None:
+                self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
+                                               self.settings.tools_read_role, cluster)
+            scoped = self._scoped
+        return scoped.for_scope(scope)
+
+    def close(self) -> None:
+        """Removes the identities' folders and closes their clients (also done at exit)."""
+        with self._lock:
+            if self._scoped is not None:
+                self._scoped.close()
+            if self._cluster is not None:
+                self._cluster.close()
 
     def registry(self, api_client: k8s.ApiClient, scope: RunScope | None,
                  tools: ToolsIdentity | None) -> ToolRegistry:

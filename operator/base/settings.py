@@ -159,6 +159,11 @@ class OperatorSettings:
     lease_renew_interval: float = 3.0
     """Seconds between renewals (and looks at the others' Leases): several tries fit in the
     deadline, so one slow request does not fence a healthy replica."""
+    warm_model_client: bool = True
+    """Import litellm and prepare the configured models' client at start, in the background
+    (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
+    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
+    defers it to the first run."""
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
@@ -198,6 +203,7 @@ class OperatorSettings:
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
             "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")

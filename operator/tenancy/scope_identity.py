@@ -51,22 +51,32 @@ class ScopeIdentities:
         self._core = k8s.CoreV1Api(operator)
         self._rbac = k8s.RbacAuthorizationV1Api(operator)
         self._lock = threading.Lock()
+        self._scope_locks: dict[str, threading.Lock] = {}
         self._identities: dict[str, ToolsIdentity] = {}
+        self._incomplete: set[str] = set()
+        """Scopes with a namespace that did not exist yet: their bindings are tried again."""
 
     def for_scope(self, scope: RunScope) -> ToolsIdentity | None:
-        """The identity the run's tools use; None only for a cluster scope without a tools account."""
+        """The identity the run's tools use; None only for a cluster scope without a tools account.
+
+        Made once per process and scope: the first run of a scope creates it under that
+        scope's lock while the others wait (runs of other scopes do not)."""
         if scope.cluster:
             if self.cluster is not None:
                 self.cluster.refresh()
             return self.cluster
         name = scope_account_name(scope.namespaces)
         with self._lock:
+            scope_lock = self._scope_locks.setdefault(name, threading.Lock())
+        with scope_lock:
             identity = self._identities.get(name)
-            if identity is None:
+            if identity is None or name in self._incomplete:
+                # A namespace created since the last try gets its binding now.
                 complete = self._ensure(name, scope.namespaces)
-                identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
-                if complete:  # else a namespace created later gets its binding next time
+                if identity is None:
+                    identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
                     self._identities[name] = identity
+                (self._incomplete.discard if complete else self._incomplete.add)(name)
         identity.refresh()
         return identity
 
@@ -97,7 +107,9 @@ class ScopeIdentities:
         return complete
 
     def close(self) -> None:
-        for identity in self._identities.values():
+        with self._lock:
+            identities, self._identities = list(self._identities.values()), {}
+        for identity in identities:
             identity.close()
 
 

@@ -217,7 +217,7 @@ class Kube:
         body: Any,
         query: dict[str, Any] | None,
         content_type: str,
-        parse: bool,
+        parse: bool | Callable[[bytes], Any],
         refresh: bool,
         extra_headers: Sequence[tuple[str, str]] | None = None,
     ) -> Any:
@@ -244,6 +244,8 @@ class Kube:
                 reason=response.reason,
                 body=raw.decode("utf-8", "replace") if raw else None,
             )
+        if callable(parse):
+            return parse(raw)
         return json.loads(raw) if raw and parse else None
 
     async def request(
@@ -254,12 +256,13 @@ class Kube:
         *,
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
-        parse: bool = True,
+        parse: bool | Callable[[bytes], Any] = True,
         headers: Sequence[tuple[str, str]] | None = None,
     ) -> Any:
         """One REST call; JSON in, JSON out (None with `parse=False`: writes whose answer
-        nobody reads, such as transcript appends, skip decoding it). Raises ApiException for
-        non-2xx answers."""
+        nobody reads, such as transcript appends, skip decoding it; a function: what it makes
+        of the raw answer, e.g. only its resourceVersion). Raises ApiException for non-2xx
+        answers."""
         delay = self.settings.backoff
         refresh = False
         for attempt in range(self._retries + 1):
@@ -286,10 +289,10 @@ class Kube:
     async def get(self, path: str, **query: Any) -> Any:
         return await self.request("GET", path, query=query or None)
 
-    async def create(self, path: str, body: dict[str, Any], *, parse: bool = True) -> Any:
+    async def create(self, path: str, body: dict[str, Any], *, parse: bool | Callable[[bytes], Any] = True) -> Any:
         return await self.request("POST", path, body, parse=parse)
 
-    async def patch(self, path: str, body: dict[str, Any], *, parse: bool = True) -> Any:
+    async def patch(self, path: str, body: dict[str, Any], *, parse: bool | Callable[[bytes], Any] = True) -> Any:
         """A JSON merge patch (RFC 7386): maps merge, lists and scalars replace."""
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH, parse=parse)
 

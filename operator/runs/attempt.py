@@ -49,7 +49,7 @@ from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
-from lestrade.runs.transcript import RecordType, Transcript
+from lestrade.runs.transcript import RecordType, Transcript, TranscriptFenced
 from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
 from lestrade.kube import resource_path
 from lestrade.timefmt import now_iso, parse_time, to_iso
@@ -76,6 +76,9 @@ class Outcome(StrEnum):
     DONE = "Done"
     FAILED = "Failed"
     AWAITING_APPROVAL = "AwaitingApproval"
+    FENCED = "Fenced"
+    """Another writer extended the transcript: this attempt stopped without writing status
+    (whoever runs the object next resumes from the transcript)."""
 
 
 def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> StatusWriter:
@@ -155,6 +158,11 @@ class _Attempt:
     async def run(self) -> Outcome:
         try:
             return await self._run()
+        except TranscriptFenced as exc:
+            # A stale owner must not write status either: its view of the run is out of date.
+            self.writer.discard()
+            logger.warning("%s %s/%s stopped: %s", self.view.kind, self.ref.namespace, self.ref.name, exc)
+            return Outcome.FENCED
         finally:
             if self.harness is not None:
                 await self.harness.aclose()

@@ -35,7 +35,7 @@ from lestrade.runs.transcript import RecordType, Transcript
 from lestrade.timefmt import now_iso
 from lestrade.runs.views import ConversationView, RunView, view_of
 
-from lestrade.operator.runs.attempt import fail, run_attempt, writer_for
+from lestrade.operator.runs.attempt import Outcome, fail, run_attempt, writer_for
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.metrics import APPROVALS
 from lestrade.operator.runs.jobs import JobRounds
@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 CONDITION_DECISIONS_ACCEPTED = "DecisionsAccepted"
 
+
+FENCED_PAUSE = 1.0
+"""Seconds an object whose attempt was fenced waits (unless it changes) before the next one."""
 
 GONE_MEMORY = 60.0
 """Seconds a deletion mark waits for a daemon about to start (it starts within a moment)."""
@@ -197,6 +200,10 @@ class Supervisor:
                     outcome, written = await self.jobs.run_round(view, body, feed, recorder)
                 else:
                     outcome, written = await run_attempt(self.engine, view.body)
+            if outcome == Outcome.FENCED:
+                # Someone else wrote the transcript: look again once the object changes (or
+                # after a moment), from the transcript as it is then.
+                await wait_for(feed, time.time() + FENCED_PAUSE)
             # Its status write may not have reached the watch yet; continue from the stored
             # object so a pause (or the end) is never mistaken for "still runnable".
             latest = written or await self.engine.kube.get(_path(view))

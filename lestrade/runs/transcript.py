@@ -123,6 +123,18 @@ class RecordType(StrEnum):
     agent's."""
 
 
+def _is_opening(value: str) -> bool:
+    """A stored record (or part) that is a run's opening system or user message."""
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return False
+    return (
+        isinstance(record, dict) and record.get("t") == RecordType.MESSAGE
+        and (record.get("message") or {}).get("role") in ("system", "user")
+    )
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
 
@@ -448,7 +460,8 @@ class Transcript:
             if data.get(k) != v and (k == SEAL_KEY or self._record_number(k) >= self.stored_records)
         ]
         beyond = [k for k in foreign if k == SEAL_KEY or self._record_number(k) > ours]
-        if (foreign and not self._may_overwrite) or beyond or tries <= 0:
+        opening = all(_is_opening(stored[k]) for k in foreign)
+        if (foreign and not (self._may_overwrite and opening)) or beyond or tries <= 0:
             raise TranscriptFenced(
                 f"transcript chunk {name} was written by someone else ({len(foreign)} record(s) "
                 "this writer did not store): another replica or writer owns this run now"

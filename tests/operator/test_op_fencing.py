@@ -82,7 +82,7 @@ async def test_a_run_whose_transcript_someone_else_extended_stops_and_resumes_fr
     cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
     scenario_name: str, start_operator: Any,
 ) -> None:
-    steps = [Step(content="stale answer", latency_ms=60_000)]
+    steps = [Step(content="stale answer", latency_ms=15_000)]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
     start_operator(scenario_name)
     inv = create_inv(api_client, namespace, "interleaved")

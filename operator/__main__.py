@@ -132,6 +132,7 @@ async def run_operator(
     selectable = await crd_selects_phase(engine.kube)
     configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
+    collector = asyncio.create_task(_collect_identities(engine), name="scope identity collector")
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
 
     @kopf.on.cleanup(registry=registry)
@@ -139,7 +140,8 @@ async def run_operator(
         # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
         # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
         reaper.cancel()
-        await asyncio.gather(reaper, return_exceptions=True)
+        collector.cancel()
+        await asyncio.gather(reaper, collector, return_exceptions=True)
 
     try:
         await kopf.operator(
@@ -160,11 +162,29 @@ async def run_operator(
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
         reaper.cancel()
+        collector.cancel()
         if warm is not None:
             warm.cancel()
-        await asyncio.gather(reaper, *([warm] if warm is not None else []), return_exceptions=True)
+        await asyncio.gather(reaper, collector, *([warm] if warm is not None else []), return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
+
+
+async def _collect_identities(engine: Any) -> None:
+    """Deletes the per-scope accounts no run used for a while (at start, then every tenth of
+    that time): `tenancy/scope_identity.py`. Nothing to do without tenancy."""
+    collect = getattr(engine.tools, "collect_unused", None)
+    if collect is None or not engine.settings.scopes_namespace:
+        return
+    interval = max(60.0, engine.settings.scope_identity_idle / 10)
+    while True:
+        try:
+            removed = await asyncio.to_thread(collect, engine.api_client)
+            if removed:
+                logger.info("removed %d unused per-scope tools identities", len(removed))
+        except Exception as exc:  # next round; a missing right is the chart's to grant
+            logger.warning("collecting unused per-scope identities failed: %s", exc)
+        await asyncio.sleep(interval)  # a period, not a synchronization
 
 
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:

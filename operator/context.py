@@ -77,12 +77,22 @@ class ScopedTools:
             if cluster is not None:
                 cluster.refresh()  # each run starts with a token good for half its lifetime
             return cluster
+        return self._scopes(operator_client, cluster).for_scope(scope)
+
+    def _scopes(self, operator_client: k8s.ApiClient, cluster: ToolsIdentity | None) -> ScopeIdentities:
+        assert self.settings.scopes_namespace
         with self._lock:
             if self._scoped is None:
                 self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
-                                               self.settings.tools_read_role, cluster)
-            scoped = self._scoped
-        return scoped.for_scope(scope)
+                                               self.settings.tools_read_role, cluster,
+                                               idle=self.settings.scope_identity_idle)
+            return self._scoped
+
+    def collect_unused(self, operator_client: k8s.ApiClient) -> list[str]:
+        """Deletes the per-scope accounts no run used for `scope_identity_idle` (blocking)."""
+        if not self.settings.scopes_namespace:
+            return []
+        return self._scopes(operator_client, self._cluster_identity(operator_client)).collect_unused()
 
     def close(self) -> None:
         """Removes the identities' folders and closes their clients (also done at exit)."""

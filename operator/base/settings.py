@@ -125,6 +125,9 @@ class OperatorSettings:
     every run reads with the cluster-wide tools account, as before tenancy existed."""
     tools_read_role: str = "lestrade-tools-read"
     """The read-only ClusterRole the per-scope accounts are bound to, per namespace."""
+    scope_identity_idle: float = 24 * 3600.0
+    """Seconds without a run after which a per-scope account and its RoleBindings are deleted
+    (`tenancy/scope_identity.py`; the next run of that scope makes them again)."""
     scope_policy: str | None = None
     """`namespace/name` of the ConfigMap with the cluster admin's scope grants (scopes.py)."""
     metrics_port: int = 0
@@ -199,6 +202,7 @@ class OperatorSettings:
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
             "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
             "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
+            "scope_identity_idle": parse_duration(env.get("LESTRADE_SCOPE_IDENTITY_IDLE", "24h")),
             "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),

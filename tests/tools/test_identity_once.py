@@ -20,6 +20,7 @@ from kubernetes import client as k8s
 from lestrade.localcluster.toolsaccount import ensure_tools_account
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.context import ScopedTools
+from lestrade.operator.tenancy.scope_identity import LAST_USED_ANNOTATION
 from lestrade.operator.tenancy.tools_identity import ToolsIdentity
 from lestrade.resources.tenancy import RunScope
 
@@ -102,3 +103,34 @@ def test_an_identity_that_cannot_be_made_leaves_no_folder(
         ToolsIdentity(api_client, namespace, "no-such-account")
     assert missing.value.status == 404
     assert list(private_tmp.glob("lestrade-tools-id-*")) == []
+
+
+def test_a_scope_identity_nobody_used_for_its_idle_time_is_collected_and_made_again_when_needed(
+    api_client: k8s.ApiClient, namespace: str, private_tmp: Path,
+) -> None:
+    tools = ScopedTools(OperatorSettings.from_env({"LESTRADE_SCOPES_NAMESPACE": namespace}))
+    core, rbac = k8s.CoreV1Api(api_client), k8s.RbacAuthorizationV1Api(api_client)
+    scope = RunScope(namespaces=[namespace])
+    try:
+        identity = tools.identity(api_client, scope)
+        name = identity.service_account
+        binding = f"lestrade-{name}"
+        assert rbac.read_namespaced_role_binding(binding, namespace).subjects[0].name == name
+        assert tools.collect_unused(api_client) == []  # just used: kept
+
+        core.patch_namespaced_service_account(name, namespace, {"metadata": {"annotations": {
+            LAST_USED_ANNOTATION: "2020-01-01T00:00:00Z"}}})  # as if its last run was long ago
+        assert tools.collect_unused(api_client) == [name]
+        for read in (lambda: core.read_namespaced_service_account(name, namespace),
+                     lambda: rbac.read_namespaced_role_binding(binding, namespace)):
+            with pytest.raises(k8s.ApiException) as gone:
+                read()
+            assert gone.value.status == 404
+        assert list(private_tmp.glob("lestrade-tools-id-*")) == []
+
+        again = tools.identity(api_client, scope)  # the next run of the scope makes it again
+        assert again is not identity and again.service_account == name
+        assert core.read_namespaced_service_account(name, namespace).metadata.annotations[LAST_USED_ANNOTATION] > "2020"
+        assert rbac.read_namespaced_role_binding(binding, namespace).subjects[0].name == name
+    finally:
+        tools.close()

@@ -80,6 +80,20 @@ class ScopeIdentities:
                 self.cluster.refresh()
             return self.cluster
         name = scope_account_name(scope.namespaces)
+        try:
+            return self._for_scope(name, scope)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+            # Collected by another replica since this one cached it: made again.
+            with self._lock:
+                identity = self._identities.pop(name, None)
+                self._stamped.pop(name, None)
+            if identity is not None:
+                identity.close()
+            return self._for_scope(name, scope)
+
+    def _for_scope(self, name: str, scope: RunScope) -> ToolsIdentity:
         with self._lock:
             scope_lock = self._scope_locks.setdefault(name, threading.Lock())
         with scope_lock:

@@ -37,6 +37,7 @@ from lestrade.operator.admission.requester import install_requester_policy
 from lestrade.operator.context import build_engine
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
 from lestrade.operator.replicas.membership import Membership
+from lestrade.operator.runs.idle import IdleWaker
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
 from lestrade.operator.base.metrics import serve as serve_metrics
 from lestrade.operator.base.engine import ToolsFactory
@@ -130,18 +131,23 @@ async def run_operator(
     )
     kopf_settings.peering.mandatory = mandatory_peering
     selectable = await crd_selects_phase(engine.kube)
-    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
+    idle = settings.select_idle_conversations and not settings.job_mode
+    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable,
+                        idle_conversations=idle)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     collector = asyncio.create_task(_collect_identities(engine), name="scope identity collector")
+    waker = asyncio.create_task(
+        IdleWaker(engine.kube).follow(namespaces) if idle else asyncio.sleep(0), name="idle conversations"
+    )
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
 
     @kopf.on.cleanup(registry=registry)
     async def stop_ttl_reaper(**_: Any) -> None:
         # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
         # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
-        reaper.cancel()
-        collector.cancel()
-        await asyncio.gather(reaper, collector, return_exceptions=True)
+        for task in (reaper, collector, waker):
+            task.cancel()
+        await asyncio.gather(reaper, collector, waker, return_exceptions=True)
 
     try:
         await kopf.operator(
@@ -161,11 +167,10 @@ async def run_operator(
             await membership.kube.aclose()
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
-        reaper.cancel()
-        collector.cancel()
-        if warm is not None:
-            warm.cancel()
-        await asyncio.gather(reaper, collector, *([warm] if warm is not None else []), return_exceptions=True)
+        background = [reaper, collector, waker, *([warm] if warm is not None else [])]
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
 

@@ -162,6 +162,9 @@ class OperatorSettings:
     lease_renew_interval: float = 3.0
     """Seconds between renewals (and looks at the others' Leases): several tries fit in the
     deadline, so one slow request does not fence a healthy replica."""
+    select_idle_conversations: bool = True
+    """Kopf watches only Conversations with something to answer (`runs/idle.py`); idle ones are
+    labelled and leave the operator's memory (not in Job mode, which keeps full watches)."""
     warm_model_client: bool = True
     """Import litellm and prepare the configured models' client at start, in the background
     (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
@@ -208,6 +211,7 @@ class OperatorSettings:
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
             "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
+            "select_idle_conversations": _flag(env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS", "true")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
             "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")

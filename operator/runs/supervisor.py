@@ -38,6 +38,7 @@ from lestrade.runs.views import ConversationView, RunView, view_of
 from lestrade.operator.runs.attempt import Outcome, fail, run_attempt, writer_for
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.metrics import APPROVALS
+from lestrade.operator.runs.idle import mark_idle
 from lestrade.operator.runs.jobs import JobRounds
 from lestrade.operator.status.projection import ConversationProjection, projection_for
 from lestrade.operator.base.recorder import EventRecorder
@@ -167,6 +168,8 @@ class Supervisor:
                 APPROVALS.forget(view.ref.uid)  # settled otherwise (timeout, failure)
             if not view.has_work():
                 if isinstance(view, ConversationView):
+                    if settings.select_idle_conversations and not settings.job_mode:
+                        await mark_idle(self.engine.kube, view)  # it leaves Kopf's watch (idle.py)
                     await feed.wait()  # Kopf stops this daemon until a turn is appended
                     continue
                 return

@@ -14,7 +14,14 @@ measured) and `python -m lestrade.operator` as a process with Kopf's liveness en
    model's own time; target: within 1 s);
 
 each with the model client warmed in the background at start (the default) and without
-(LESTRADE_WARM_MODEL_CLIENT=false: litellm imported by the first run, as before).
+(LESTRADE_WARM_MODEL_CLIENT=false: litellm imported by the first run, as before);
+
+3. idle Conversations: `conversations` answered Conversations (10,000 by default) exist; the
+   operator's RSS once it has labelled them idle (first start after an upgrade), at a second
+   start (they never reach it), and with LESTRADE_SELECT_IDLE_CONVERSATIONS=false (Kopf lists
+   and keeps every one whole, as before). Warm-up off in this part, so litellm's memory does not
+   count.
+
 Model requests are seen by polling the server's request log every 10 ms.
 """
 
@@ -37,6 +44,10 @@ from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, ScriptedModelServer, Step  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+from lestrade.operator.runs.idle import IDLE_LABEL  # noqa: E402
+from operator_bench import rss_kib  # noqa: E402
 from opkit import GROUP, PLURAL, VERSION, OperatorProcess, investigation, write_model_list  # noqa: E402
 
 SLOW = "bench-restart"
@@ -61,12 +72,13 @@ def _ready(port: int) -> bool:
 
 
 class Operator:
-    def __init__(self, cluster: LocalCluster, namespace: str, models: Path, tmp: Path, n: int, warm: bool) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str, models: Path, tmp: Path, n: int, warm: bool,
+                 **env: str) -> None:
         self.port = free_port()
         self.proc = OperatorProcess(
             cluster, namespace, models, tmp / f"operator-{n}.log", test_tools=False,
             extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{self.port}/healthz"],
-            env={"LESTRADE_WARM_MODEL_CLIENT": "true" if warm else "false"},
+            env={"LESTRADE_WARM_MODEL_CLIENT": "true" if warm else "false", **env},
         )
 
     def start(self) -> tuple[float, float]:
@@ -126,9 +138,58 @@ def first_run(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelSe
     print(f"  ready -> created -> its model call        {called - ready:6.2f} s   (target <= 1 s)")
 
 
+def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, count: int,
+                       tmp: Path) -> None:
+    namespace = "bench-idle"
+    k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    custom = k8s.CustomObjectsApi(api)
+    models = write_model_list(tmp / "models.yaml", server, SLOW)
+
+    def answered(i: int) -> None:
+        name = f"c-{i:05d}"
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "conversations", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Conversation", "metadata": {"name": name},
+            "spec": {"turns": [{"ask": "why is web-1 restarting? " + "context " * 40}]},
+        })
+        custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "conversations", name, {
+            "status": {"phase": "Answered", "turns": [{"ask": "why is web-1 restarting?", "phase": "Answered",
+                                                       "answer": "It ran out of memory. " * 40}]},
+        })
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(answered, range(count)))
+    print(f"idle Conversations: {count} answered ones created in {time.perf_counter() - began:.0f} s")
+
+    def labelled() -> int:
+        found = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "conversations",
+                                                     label_selector=IDLE_LABEL, limit=1)
+        return len(found["items"]) + int(found["metadata"].get("remainingItemCount") or 0)
+
+    def measure(n: int, label: str, **env: str) -> None:
+        op = Operator(cluster, namespace, models, tmp, n, False, **env)
+        _, ready = op.start()
+        try:
+            if env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS") != "false":
+                _wait("every Conversation labelled idle", lambda: labelled() >= count, 1800, 1.0)
+            time.sleep(5)  # settle before reading RSS (a measurement, not a synchronisation)
+            assert op.proc.proc is not None
+            rss = rss_kib(op.proc.proc.pid)
+            print(f"  {label:55s} {rss / 1024:6.0f} MiB")
+        finally:
+            op.proc.terminate()
+
+    measure(4, "RSS, first start (labels them idle)")
+    measure(5, "RSS, next start (idle ones never sent to it)")
+    measure(6, "RSS, LESTRADE_SELECT_IDLE_CONVERSATIONS=false (as before)",
+            LESTRADE_SELECT_IDLE_CONVERSATIONS="false")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: restart,first,idle")
     args = parser.parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"lestrade-restart-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -138,9 +199,14 @@ def main() -> int:
     try:
         api = cluster.api_client()
         install_crds(api, wait=True, timeout=60)
+        skip = set(filter(None, args.skip.split(",")))
         for warm in (True, False):
-            restart(cluster, api, server, args.runs, tmp, warm)
-            first_run(cluster, api, server, tmp, warm)
+            if "restart" not in skip:
+                restart(cluster, api, server, args.runs, tmp, warm)
+            if "first" not in skip:
+                first_run(cluster, api, server, tmp, warm)
+        if "idle" not in skip:
+            idle_conversations(cluster, api, server, args.conversations, tmp)
     finally:
         cluster.stop()
         server.stop()

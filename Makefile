@@ -6,7 +6,7 @@ UV := $(TOOLS)/bin/uv
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench deps binaries browser crds crds-check clean image e2e-kind
+.PHONY: run test eval bench deps binaries browser crds crds-check clean image e2e-kind
 
 # The image `make image` builds and `make e2e-kind` loads: the chart's appVersion by default.
 APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/lestrade/Chart.yaml)
@@ -17,6 +17,17 @@ run: deps binaries ## local control plane (or LESTRADE_CLUSTER=current), CRDs, o
 
 test: deps binaries browser ## the whole suite against the real control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The investigation scenarios (eval/scenarios). Without MODEL: the scripted investigator follows
+# each reference plan (no model needed; also part of `make test`, tests/evals/test_eval_suite.py)
+# and the last line is `evidence recall: N/M (P%)`. MODEL=<modelList entry>: the model
+# investigates freely and a judge (JUDGE=, default the same model) scores it; EVAL_ARGS=
+# adds options (--only a,b  --report DIR  --compare old.json).
+MODEL ?=
+JUDGE ?=
+EVAL_ARGS ?=
+eval: deps binaries ## the scenario suite: evidence recall (scripted), or MODEL=<name> judged
+	$(PY) -m lestrade.evals $(if $(MODEL),--model $(MODEL)) $(if $(JUDGE),--judge $(JUDGE)) $(EVAL_ARGS)
 
 bench: deps binaries ## benchmarks: print numbers
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done

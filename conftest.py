@@ -4,4 +4,5 @@
 pytest_plugins = [
     "lestrade.testing.cluster_fixtures",
     "lestrade.testing.model_fixtures",
+    "lestrade.testing.mcp_fixtures",
 ]

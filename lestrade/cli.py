@@ -107,7 +107,7 @@ def run(state_dir: Path = STATE_DIR) -> int:
             # granted the whole cluster, any other identity's runs read their own namespace.
             scopes_namespace = ensure_tenancy(api)
             scope_policy = ensure_scope_policy(api, [{"groups": ["system:masters"], "namespaces": ["*"]}])
-        print("lestrade: CRDs installed (investigations.lestrade.dev, conversations.lestrade.dev)")
+        print("lestrade: CRDs installed (kubectl get crd: investigations, conversations, mcpservers, ... .lestrade.dev)")
         print(f"lestrade: tools act as the read-only ServiceAccount {tools_account}")
         # kubectl would otherwise trust a discovery cache of an earlier cluster on this host:port.
         for folder in forget_discovery(server):

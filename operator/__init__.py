@@ -1,7 +1,9 @@
 """The operator: Kopf handlers that run the agent engine for every Investigation and Conversation.
 
-`handlers.py` wires Kopf to `supervisor.py` (admission, approvals, deadline), which hands each
-round to `attempt.py` (one resumable attempt: transcript first, then act) or, in Job mode, to
-`jobs.py`. `projection.py` says where a kind's progress lands in its status. `python -m
-lestrade.operator` runs it; `python -m lestrade.operator.job` runs one attempt in a Job.
+The edge: `__main__` (the process: settings, admission policies, Kopf), `job` (the pod of one
+Job-mode round), `handlers` (which Kopf handlers exist and what each delegates to) and `context`
+(builds the process's shared `Engine` from its settings). Under it, by concern: `runs` (the
+life of a run), `harness` (reference 003 inside an attempt), `status`, `replicas`, `triggers`,
+`admission`, `tenancy`, `base` (settings, engine, metrics, Events, budgets); then the engine
+(`agent`, `rlm`) and the `tools`. Imports only go down that list (pyproject.toml's contracts).
 """

@@ -39,6 +39,7 @@ from kopf._core.intents import handlers as kopf_handlers
 from lestrade.resources.constants import GROUP, VERSION
 from lestrade.runs.views import KINDS, ConversationView, view_of
 
+from lestrade.operator.mcpservers import daemon as mcpservers
 from lestrade.operator.triggers import event_source
 from lestrade.operator.triggers import schedules
 from lestrade.operator.base.engine import Engine
@@ -178,6 +179,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         _without_finalizer(registry)
     schedules.register(registry)
     event_source.register(registry)
+    mcpservers.register(registry)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_litellm_worker(**_: Any) -> None:

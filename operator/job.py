@@ -36,6 +36,9 @@ async def _run(
     from lestrade.operator.base.recorder import EventRecorder
 
     engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
+    from lestrade.operator.mcpservers.reconcile import load_for_run
+
+    engine.mcp.loader = lambda namespace, shared: load_for_run(engine, namespace, shared)
     view_class = KINDS[kind]
     try:
         try:

@@ -184,6 +184,14 @@ function timelineItem(item) {
   }
 }
 
+// A finding's evidence link: opens that tool call in the timeline, with its output.
+function openCall(id) {
+  const call = [...main.querySelectorAll("#timeline details.tool")].find((d) => d.dataset.call === id);
+  if (!call) return;
+  call.open = true;
+  call.scrollIntoView({ block: "center" });
+}
+
 function renderRun(detail, path, refresh) {
   const s = detail.summary;
   const conversation = s.kind === "Conversation";
@@ -191,6 +199,15 @@ function renderRun(detail, path, refresh) {
   const sections = named.length
     ? h("details", { class: "card sections", id: "sections" }, h("summary", {}, `Sections (${named.length})`),
       named.map(([title, text]) => h("section", { class: "section" }, h("h4", {}, title), markdown(text))))
+    : null;
+  const findings = (s.findings || []).length
+    ? h("section", { class: "card findings", id: "findings" },
+      h("h3", {}, `Findings (${s.groundedFindings || ""} grounded)`),
+      s.findings.map((f) => h("div", { class: `finding ${f.grounded ? "grounded" : "ungrounded"}` },
+        h("div", { class: "muted" }, f.section), markdown(f.text),
+        h("div", { class: "evidence" }, f.grounded ? "evidence: " : `⚠ ${f.problem}${f.evidence.length ? " — cited: " : ""}`,
+          f.evidence.map((id) => h("a", { href: `#call-${id}`, class: "cite", dataset: { call: id },
+            onclick: (e) => { e.preventDefault(); openCall(id); } }, id))))))
     : null;
   const askForm = conversation ? h("form", { id: "ask", class: "card", onsubmit: async (e) => {
     e.preventDefault();
@@ -214,6 +231,7 @@ function renderRun(detail, path, refresh) {
       s.message ? h("span", { class: "muted" }, ` · ${s.message}`) : null),
     approvals(detail, path, refresh),
     !conversation && s.answer ? h("section", { class: "card analysis", id: "analysis" }, h("h3", {}, "Analysis"), markdown(s.answer)) : null,
+    !conversation ? findings : null,
     !conversation ? sections : null,
     h("section", { class: "timeline", id: "timeline" }, h("h3", {}, conversation ? "Conversation" : "Timeline"),
       detail.timeline.map(timelineItem)),

@@ -144,7 +144,7 @@ def _with_kind(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 def _light(summary: dict[str, Any]) -> dict[str, Any]:
     """A list row: the summary without the (possibly long) answer."""
-    return {k: v for k, v in summary.items() if k not in ("answer", "sections")}
+    return {k: v for k, v in summary.items() if k not in ("answer", "sections", "findings")}
 
 
 async def _visible(request: Request, plural: str, namespace: str) -> bool:

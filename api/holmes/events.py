@@ -169,11 +169,14 @@ def tool_calls_of(state: TranscriptState, since: int = 0) -> list[dict[str, Any]
 
 
 def _usage(record: Mapping[str, Any]) -> dict[str, int]:
-    return {
+    usage = {
         "prompt_tokens": int(record.get("promptTokens") or 0),
         "completion_tokens": int(record.get("completionTokens") or 0),
         "total_tokens": int(record.get("totalTokens") or 0),
     }
+    if record.get("cachedTokens"):  # only from providers that report a prompt-cache hit
+        usage["cached_tokens"] = int(record["cachedTokens"])
+    return usage
 
 
 def metadata_of(state: TranscriptState, since: int = 0, upto: int | None = None) -> dict[str, Any]:
@@ -186,7 +189,7 @@ def metadata_of(state: TranscriptState, since: int = 0, upto: int | None = None)
     for record in state.records[since:end]:
         if record.get("t") == RecordType.TOKENS:
             for key, value in _usage(record).items():
-                usage[key] += value
+                usage[key] = usage.get(key, 0) + value
             cost += float(record.get("cost") or 0.0)
             latest = record
     metadata: dict[str, Any] = {"usage": usage, "cost": round(cost, 8)}

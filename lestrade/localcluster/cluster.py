@@ -185,7 +185,10 @@ class LocalCluster(ServiceAccountTokens):
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false",
             "--secure-port=0",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+            # No metrics API here, so the HPA controller could only overwrite every HPA's status
+            # with "failed to get metrics"; the evaluation scenarios record HPA status themselves.
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,"
+            "-horizontalpodautoscaling",
         ], logs / "kube-controller-manager.log").start())
 
         sched_config = self._component_kubeconfig(pki, "kube-scheduler", "scheduler")
@@ -247,6 +250,13 @@ class LocalCluster(ServiceAccountTokens):
         documents = [
             yaml.safe_load(path.read_text()) for path in sorted((kwok_dir / "stages").glob("*.yaml"))
         ]
+        # KWOK's own stages leave alone what our stages simulate: a pod recorded as Pending
+        # (ImagePullBackOff, ...) must not be moved on to Running, nor a node's recorded
+        # conditions (MemoryPressure, ...) reset by the default heartbeat.
+        for doc in documents:
+            if (doc.get("metadata") or {}).get("name") in ("pod-ready", "node-initialize", "node-heartbeat"):
+                doc["spec"]["selector"]["matchExpressions"].append(
+                    {"key": '.metadata.annotations["lestrade.dev/simulate"]', "operator": "DoesNotExist"})
         ours = resources.files("lestrade.localcluster").joinpath("stages.yaml").read_text()
         documents += [doc for doc in yaml.safe_load_all(ours) if doc]
         config = self.data_dir / "kwok.yaml"

@@ -57,7 +57,7 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
     return total
 
 
-def usage_for(body: dict[str, Any], reply: Reply, override: Usage | None) -> dict[str, int]:
+def usage_for(body: dict[str, Any], reply: Reply, override: Usage | None) -> dict[str, Any]:
     prompt = _prompt_tokens(body)
     completion_tokens = count_tokens(reply.content or "") + count_tokens(reply.reasoning or "")
     for call in reply.tool_calls:
@@ -69,7 +69,10 @@ def usage_for(body: dict[str, Any], reply: Reply, override: Usage | None) -> dic
     total = prompt + completion_tokens
     if override is not None and override.total_tokens is not None:
         total = override.total_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
+    if override is not None and override.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(override.cached_tokens, prompt)}
+    return usage
 
 
 def _tool_call_json(call: Any) -> dict[str, Any]:
@@ -80,7 +83,7 @@ def _tool_call_json(call: Any) -> dict[str, Any]:
     }
 
 
-def completion(reply: Reply, *, model: str, response_id: str, usage: dict[str, int]) -> dict[str, Any]:
+def completion(reply: Reply, *, model: str, response_id: str, usage: dict[str, Any]) -> dict[str, Any]:
     """A non-streaming `chat.completion` object."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
@@ -112,7 +115,7 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 def stream_chunks(
-    reply: Reply, *, model: str, response_id: str, usage: dict[str, int] | None
+    reply: Reply, *, model: str, response_id: str, usage: dict[str, Any] | None
 ) -> Iterator[dict[str, Any]]:
     """The `chat.completion.chunk` objects of a streamed answer, in order (without [DONE])."""
     created = int(time.time())

@@ -223,6 +223,11 @@ class Usage(WireModel):
         default=0, ge=0, description="Output tokens the model generated."
     )
     total_tokens: int = Field(default=0, ge=0, description="promptTokens + completionTokens.")
+    cached_tokens: int = Field(
+        default=0, ge=0,
+        description="Of promptTokens, those the provider read from its prompt cache (billed at its "
+        "cached-token price; 0 when the provider reports none).",
+    )
     cost: float = Field(
         default=0.0,
         ge=0,

@@ -30,6 +30,11 @@ __all__ = [
     "SCHEDULED_PLURAL",
     "SCHEDULED_SINGULAR",
     "SCHEDULED_SHORT_NAME",
+    "MCPSERVER_KIND",
+    "MCPSERVER_PLURAL",
+    "MCPSERVER_SINGULAR",
+    "MCPSERVER_SHORT_NAME",
+    "CONDITION_READY",
     "CONDITION_SUCCEEDED",
     "CONDITION_AWAITING_APPROVAL",
     "CONDITION_ANSWERED",
@@ -60,8 +65,14 @@ SCHEDULED_PLURAL: Final = "scheduledinvestigations"
 SCHEDULED_SINGULAR: Final = "scheduledinvestigation"
 SCHEDULED_SHORT_NAME: Final = "sinv"
 
+MCPSERVER_KIND: Final = "MCPServer"
+MCPSERVER_PLURAL: Final = "mcpservers"
+MCPSERVER_SINGULAR: Final = "mcpserver"
+MCPSERVER_SHORT_NAME: Final = "mcp"
+
 # Condition types the operator maintains (the GUIDE promises `kubectl wait
 # --for=condition=Succeeded` on an Investigation).
 CONDITION_SUCCEEDED: Final = "Succeeded"
 CONDITION_AWAITING_APPROVAL: Final = "AwaitingApproval"
 CONDITION_ANSWERED: Final = "Answered"
+CONDITION_READY: Final = "Ready"

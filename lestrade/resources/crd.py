@@ -34,6 +34,10 @@ from lestrade.resources.constants import (
     INVESTIGATION_PLURAL,
     INVESTIGATION_SHORT_NAME,
     INVESTIGATION_SINGULAR,
+    MCPSERVER_KIND,
+    MCPSERVER_PLURAL,
+    MCPSERVER_SHORT_NAME,
+    MCPSERVER_SINGULAR,
     VERSION,
 )
 from lestrade.resources.conversation import ConversationSpec, ConversationStatus
@@ -44,6 +48,7 @@ from lestrade.resources.investigation import (
     finished_is_final_rule,
     immutability_rule,
 )
+from lestrade.resources.mcpserver import MCPServerSpec, MCPServerStatus, server_name_rule
 from lestrade.resources.scheduled import ScheduledInvestigationSpec, ScheduledInvestigationStatus, schedule_name_rule
 from lestrade.resources.schema import structural_schema
 
@@ -108,6 +113,8 @@ INVESTIGATION = CrdDefinition(
         _column("Steps", ".status.steps", "integer", "Model calls made so far."),
         _column("Tools", ".status.toolCallCount", "integer", "Tool calls made so far."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
+        _column("Grounded", ".status.groundedFindings", "string",
+                "Findings that cite the tool calls they rest on, of all findings.", priority=1),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
         _column("Title", ".spec.title", "string", "The problem investigated.", priority=1),
         _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),
@@ -196,7 +203,33 @@ SCHEDULED = CrdDefinition(
     file_name="scheduledinvestigation.yaml",
 )
 
-DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED)
+MCPSERVER = CrdDefinition(
+    kind=MCPSERVER_KIND,
+    plural=MCPSERVER_PLURAL,
+    singular=MCPSERVER_SINGULAR,
+    short_name=MCPSERVER_SHORT_NAME,
+    description=(
+        "An MCPServer is a remote MCP tool server (streamable HTTP or SSE) whose tools the "
+        "runs of its namespace use, seen by the model as <name>__<tool>. The operator connects, "
+        "lists the tools into status and keeps the Ready condition; the cluster admin may share "
+        "a server with other namespaces (mcpServers in the scope policy)."
+    ),
+    spec_model=MCPServerSpec,
+    status_model=MCPServerStatus,
+    columns=[
+        _column("URL", ".spec.url", "string", "The server's endpoint."),
+        _column("Ready", ".status.conditions[?(@.type=='Ready')].status", "string", "Connected, tools listed."),
+        _column("Tools", ".status.toolCount", "integer", "Tools offered to runs."),
+        _column("Reason", ".status.conditions[?(@.type=='Ready')].reason", "string", "Why (not) ready."),
+        _column("Transport", ".spec.transport", "string", "StreamableHTTP or SSE.", priority=1),
+        _column("Error", ".status.lastError", "string", "The latest failure.", priority=1),
+        _AGE,
+    ],
+    root_rules=[server_name_rule()],
+    file_name="mcpserver.yaml",
+)
+
+DEFINITIONS: tuple[CrdDefinition, ...] = (INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED, MCPSERVER)
 
 
 def crd_name(plural: str) -> str:

@@ -32,6 +32,7 @@ from lestrade.resources.tenancy import Requester, RunScope
 from lestrade.resources.constants import API_VERSION, INVESTIGATION_KIND
 
 __all__ = [
+    "Finding",
     "InvestigationPhase",
     "InvestigationSpec",
     "InvestigationStatus",
@@ -160,6 +161,24 @@ class InvestigationSpec(WireModel):
         return parse_duration(self.timeout) if self.timeout else None
 
 
+class Finding(WireModel):
+    """One conclusion of the analysis and the tool calls it rests on."""
+
+    section: str = Field(max_length=1024, description="The section of the analysis it is in.")
+    text: str = Field(max_length=4096, description="The finding as the model wrote it.")
+    evidence: list[str] = Field(
+        default_factory=list, max_length=50,
+        description="Ids of the tool calls it cites (status.toolCalls / the transcript).",
+    )
+    grounded: bool = Field(
+        description="True when it cites at least one call and every cited call is a call of the run.",
+    )
+    problem: str | None = Field(
+        default=None, max_length=1024,
+        description="Why it is not grounded: it cites no tool call, or calls the run never made.",
+    )
+
+
 class InvestigationStatus(WireModel):
     """What the operator found and how far it got. Written only by the operator."""
 
@@ -182,6 +201,17 @@ class InvestigationStatus(WireModel):
     )
     sections: dict[str, str] | None = Field(
         default=None, description="The analysis split into the sections asked for in spec."
+    )
+    findings: list[Finding] | None = Field(
+        default=None,
+        max_length=40,
+        description="The analysis's findings (all sections but next steps and links), each with "
+        "the tool calls it cites as [evidence: id, ...]; a finding citing nothing or an unknown "
+        "call is flagged (grounded: false).",
+    )
+    grounded_findings: str | None = Field(
+        default=None,
+        description="Findings that cite calls of the run, of all findings, e.g. '4/5'.",
     )
     tool_calls: list[ToolCall] = Field(
         default_factory=list,

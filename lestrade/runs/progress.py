@@ -130,6 +130,7 @@ def run_facts(
                 prompt_tokens=usage.prompt_tokens + int(record.get("promptTokens") or 0),
                 completion_tokens=usage.completion_tokens + int(record.get("completionTokens") or 0),
                 total_tokens=usage.total_tokens + int(record.get("totalTokens") or 0),
+                cached_tokens=usage.cached_tokens + int(record.get("cachedTokens") or 0),
                 cost=round(usage.cost + float(record.get("cost") or 0.0), 8),
             )
     waiting = {p["toolCallId"]: p for p in approval if p["toolCallId"] not in decided}

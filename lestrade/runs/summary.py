@@ -78,6 +78,8 @@ def run_summary(obj: Mapping[str, Any]) -> dict[str, Any]:
         "turns": len(spec.get("turns") or []) if kind == CONVERSATION_KIND else None,
         "answer": answer,
         "sections": status.get("sections") if kind == INVESTIGATION_KIND else None,
+        "findings": list(status.get("findings") or []) if kind == INVESTIGATION_KIND else None,
+        "groundedFindings": status.get("groundedFindings") if kind == INVESTIGATION_KIND else None,
     }
 
 

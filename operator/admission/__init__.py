@@ -1,1 +1,9 @@
-"""The admission policies the operator installs: decisions and who asked."""
+"""The admission policies the operator installs: decisions and who asked.
+
+`decisions` installs the ValidatingAdmissionPolicy that rejects decisions for call ids that are
+not pending (both kinds). `requester` installs the policies that record the creator
+(`lestrade.dev/requested-by`, `-groups`: a MutatingAdmissionPolicy writes them, a
+ValidatingAdmissionPolicy refuses forged or changed values, and new Conversation turns from
+anyone but the creator). Both print their manifests with `python -m`, which the chart's
+templates are (tests compare them).
+"""

@@ -11,6 +11,17 @@ Usable without Kopf:
 Resume after a pause or a crash with the stored transcript:
 `agent.run(stored_messages, decisions={call_id: Decision(True, digest=pending.digest)},
 started_call_ids={...})` (the digest `ApprovalNeeded` reported binds the decision to the call).
+
+`loop` (Agent.run, an async generator of `events`) → `turn` (one turn's tool calls, approvals,
+resume) → `model` (litellm call with bounded retries, litellm imported in a thread at first
+use); `prompts` / `prompt_text` (switchable sections, `ENABLED_PROMPTS`), `answer` (sections
+parser), `tokens` / `window` (counting, truncation, compaction), `guard` (loop guard).
+
+Approvals are bound to one call (`toolcalls`): every tool call gets an id unique within the run
+(the provider's when well-formed and never used in the run, else a fresh random one; stored in
+the assistant message, so stable across a resume), and a `sha256:` digest of its name and exact
+arguments. A decision is applied only to the call whose id *and* digest it carries, otherwise
+the call is not run (an error result says why).
 """
 
 from lestrade.operator.agent.answer import format_answer, parse_sections, render_sections

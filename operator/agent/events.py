@@ -125,6 +125,8 @@ class TokenCount:
     max_tokens: int
     max_output_tokens: int
     truncations: list[Truncation] = field(default_factory=list)
+    cached_tokens: int = 0
+    """Of `prompt_tokens`, those read from the provider's prompt cache."""
     kind: Literal["token_count"] = "token_count"
 
 

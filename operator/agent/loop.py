@@ -408,6 +408,7 @@ class _Run:
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             total_tokens=usage.get("total_tokens", 0),
+            cached_tokens=usage.get("cached_tokens", 0),
             cost=reply.cost if reply else 0.0,
             breakdown=breakdown,
             max_tokens=self.agent.context.window,

@@ -43,13 +43,25 @@ def _import() -> None:
     _loaded.set()
 
 
+_importing: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+
+
 async def _load() -> None:
     """Imports litellm in a thread the first time, so the event loop (other runs, watches)
-    is not blocked for the seconds it takes (concurrent first calls wait on Python's import
-    lock in their threads); `LITELLM_LOCAL_MODEL_COST_MAP` is already set by
-    `lestrade/__init__.py`, which every import of this package runs first."""
-    if not _loaded.is_set():
-        await asyncio.to_thread(_import)
+    is not blocked for the seconds it takes; `LITELLM_LOCAL_MODEL_COST_MAP` is already set by
+    `lestrade/__init__.py`, which every import of this package runs first.
+
+    Concurrent first calls share one import: a burst of runs used to queue one thread job each,
+    every one of them blocked on Python's import lock, and so filled the loop's default
+    executor — the tools' identity and the redaction waited behind them for the whole import."""
+    if _loaded.is_set():
+        return
+    loop = asyncio.get_running_loop()
+    pending = _importing.get(loop)
+    if pending is None:
+        pending = _importing[loop] = asyncio.ensure_future(asyncio.to_thread(_import))
+        pending.add_done_callback(lambda _: _importing.pop(loop, None))
+    await asyncio.shield(pending)
 
 
 load_litellm = _load
@@ -58,7 +70,10 @@ context window): awaited first, so the event loop never imports litellm itself (
 it for the whole import — seconds, 20 s on a starved machine — and made shared replicas miss
 their lease renewals)."""
 
-__all__ = ["load_litellm", "RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds"]
+__all__ = [
+    "load_litellm", "RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds",
+    "cached_prompt_tokens", "wants_cache_breakpoints", "with_cache_breakpoints",
+]
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,54 @@ def _classify(exc: BaseException) -> str | None:
     return None
 
 
+def cached_prompt_tokens(usage: Any) -> int:
+    """The prompt tokens the provider read from its cache: OpenAI's (and Gemini's, and litellm's
+    mapping of Anthropic's `cache_read_input_tokens`) `prompt_tokens_details.cached_tokens`."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, Mapping):
+        value = details.get("cached_tokens")
+    else:
+        value = getattr(details, "cached_tokens", None)
+    if not value:
+        value = getattr(usage, "cache_read_input_tokens", None)
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+# Providers that cache only where the request says so (Anthropic's `cache_control`, also through
+# Bedrock and Vertex AI); OpenAI, Azure OpenAI, DeepSeek and Gemini cache a repeated prefix on
+# their own, which a stable prefix (system prompt, tool schemas, then history) is all they need.
+_EXPLICIT_CACHE_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/", "claude")
+
+
+def wants_cache_breakpoints(model: str) -> bool:
+    name = model.lower()
+    return "claude" in name and name.startswith(_EXPLICIT_CACHE_PROVIDERS)
+
+
+def with_cache_breakpoints(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with Anthropic cache breakpoints on the system prompt (which caches the tool
+    schemas before it too) and on the last message (the whole history so far, which the next
+    call of the run reads back at a tenth of the price). Copies; the stored messages are not
+    changed. Two of the four breakpoints Anthropic allows."""
+    out = [dict(m) for m in messages]
+    marks = [i for i, m in enumerate(out) if m.get("role") == "system"][:1]
+    if out and (len(out) - 1) not in marks:
+        marks.append(len(out) - 1)
+    for index in marks:
+        message = out[index]
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            message["content"] = [{"type": "text", "text": content, "cache_control": {"type": "ephemeral"}}]
+        elif isinstance(content, list) and content and isinstance(content[-1], Mapping):
+            parts = [dict(part) for part in content]
+            parts[-1]["cache_control"] = {"type": "ephemeral"}
+            message["content"] = parts
+    return out
+
+
 def _reply(response: Any) -> ModelReply:
     message = response.choices[0].message
     calls = [
@@ -180,6 +243,7 @@ def _reply(response: Any) -> ModelReply:
         key: int(getattr(usage, key, 0) or 0)
         for key in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
+    counts["cached_tokens"] = cached_prompt_tokens(usage)
     try:
         cost = float(_lib().completion_cost(completion_response=response) or 0.0)
     except Exception:  # models without pricing (local, scripted) cost nothing we can know
@@ -212,7 +276,9 @@ async def complete(
     kwargs: dict[str, Any] = {"drop_params": True, **settings}
     for owned in ("timeout", "max_retries", "stream"):  # ours to set, per attempt
         kwargs.pop(owned, None)
-    kwargs.update(messages=list(messages), max_tokens=max_tokens, num_retries=0)
+    model = str(kwargs.get("model") or "")
+    sent = with_cache_breakpoints(messages) if wants_cache_breakpoints(model) else list(messages)
+    kwargs.update(messages=sent, max_tokens=max_tokens, num_retries=0)
     if tools:
         kwargs["tools"] = list(tools)
         if tool_choice:

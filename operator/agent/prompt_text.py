@@ -84,7 +84,10 @@ SECTIONS_REQUEST = """\
 When you have finished investigating, give your final answer as one JSON object in a ```json
 code block. Its keys are exactly these section titles; each value is markdown text (or null if
 there is nothing to say):
-{sections}"""
+{sections}
+End every finding and conclusion with the ids of the tool calls whose results show it, as
+[evidence: <tool call id>, ...] (the ids of your own tool calls). Cite only calls you made; a
+statement no tool result supports is a guess, so say it is one."""
 
 ANSWER_NOW = (
     NOTE_PREFIX + " You have used all the steps available for this task. Do not call any more "

@@ -15,8 +15,10 @@ from kubernetes import client as k8s
 from lestrade.config import ModelList
 from lestrade.kube import Kube
 from lestrade.operator.tools.base import ToolRegistry
+from lestrade.operator.tools.mcp.hub import McpHub
 from lestrade.resources.tenancy import RunScope
 
+from lestrade.operator.base import metrics
 from lestrade.operator.base.budgets import Ledger
 from lestrade.operator.base.settings import OperatorSettings
 
@@ -39,6 +41,8 @@ class Engine:
     """uid -> decisions already acted upon (from the transcript); used to judge new ones."""
     owns_client: bool = False
     active_runs: int = 0
+    mcp: McpHub = field(default_factory=lambda: McpHub(observe=metrics.mcp_tool_call))
+    """The MCPServers this process follows (lestrade.operator.mcpservers) and their tools."""
     """Runs in progress in this process (what the status interval stretches with)."""
 
     @property

@@ -17,7 +17,8 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-__all__ = ["RunMeter", "ApprovalWaits", "run_ended", "run_failed", "serve", "APPROVALS"]
+__all__ = ["RunMeter", "ApprovalWaits", "run_ended", "run_failed", "serve", "APPROVALS",
+           "mcp_tool_call", "MCP_SERVER_UP", "MCP_DISCOVERIES", "MCP_TOOLS"]
 
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
@@ -53,7 +54,8 @@ MODEL_RETRIES = Counter(
 )
 TOKENS = Counter(
     "lestrade_model_tokens", "Tokens the provider reported, by model, namespace and type "
-    "(prompt or completion).", ["model", "namespace", "type"],
+    "(prompt or completion; cached: the part of prompt read from the provider's prompt cache).",
+    ["model", "namespace", "type"],
 )
 COST = Counter(
     "lestrade_model_cost_dollars", "Cost in US dollars litellm reported, by model and namespace.",
@@ -76,6 +78,29 @@ APPROVAL_WAIT = Histogram(
 )
 
 
+# MCP servers: `server` is an MCPServer's namespace/name, `tool` one of the tools it listed
+# (at most 128 per server, names validated), so the label sets are bounded by the resources.
+MCP_CALLS = Counter(
+    "lestrade_mcp_tool_calls", "Calls of MCP servers' tools, by outcome (success, error, no_data).",
+    ["server", "tool", "outcome"],
+)
+MCP_DURATION = Histogram(
+    "lestrade_mcp_tool_call_duration_seconds", "Duration of MCP tool calls (connect included).",
+    ["server", "tool"], buckets=_LATENCY_BUCKETS,
+)
+MCP_SERVER_UP = Gauge("lestrade_mcp_server_up", "1 when the MCP server's tools were listed at the last try.", ["server"])
+MCP_TOOLS = Gauge("lestrade_mcp_server_tools", "Tools the MCP server offers to runs.", ["server"])
+MCP_DISCOVERIES = Counter(
+    "lestrade_mcp_discoveries", "Connections to MCP servers to list their tools, by outcome (ok, error).",
+    ["server", "outcome"],
+)
+
+
+def mcp_tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
+    MCP_CALLS.labels(server, tool, outcome).inc()
+    MCP_DURATION.labels(server, tool).observe(seconds)
+
+
 class RunMeter:
     """The metric children of one attempt (kind, namespace and model are fixed for it)."""
 
@@ -87,6 +112,7 @@ class RunMeter:
         self._latency = MODEL_LATENCY.labels(model)
         self._prompt = TOKENS.labels(model, namespace, "prompt")
         self._completion = TOKENS.labels(model, namespace, "completion")
+        self._cached = TOKENS.labels(model, namespace, "cached")
         self._cost = COST.labels(model, namespace)
         self._tools_started: dict[str, tuple[str, float]] = {}
 
@@ -97,9 +123,11 @@ class RunMeter:
     def model_retry(self, reason: str) -> None:
         MODEL_RETRIES.labels(self.model, reason).inc()
 
-    def tokens(self, prompt: int, completion: int, cost: float) -> None:
+    def tokens(self, prompt: int, completion: int, cost: float, *, cached: int = 0) -> None:
         self._prompt.inc(max(0, prompt))
         self._completion.inc(max(0, completion))
+        if cached > 0:
+            self._cached.inc(cached)
         if cost > 0:
             self._cost.inc(cost)
 

@@ -26,6 +26,7 @@ They are in one frozen object so a test can start an operator with a concurrency
 | `LESTRADE_TOOLS_SERVICE_ACCOUNT` | - | `[namespace/]name` of the read-only ServiceAccount the tools act as (the operator mints its tokens); unset: the Kubernetes tools use the operator's own client and bash's kubectl has no credentials |
 | `LESTRADE_NAMESPACE_SPEND_LIMIT` | - | spend limit of every namespace without a `lestrade.dev/spend-limit` annotation, e.g. `tokens=500000,cost=20,window=24h` |
 | `LESTRADE_SCHEDULE_RECHECK` | 10 | seconds between a ScheduledInvestigation's rounds when nothing is due |
+| `LESTRADE_MCP_REFRESH` | 60 | seconds between listings of a Ready MCPServer's tools (a failing one is retried sooner, 1 s doubling up to this) |
 | `LESTRADE_EVENT_BATCH_SECONDS` | 1 | Warning Events are collected this long before they are matched against AlertRoutes |
 | `LESTRADE_REPLICAS` | standby | `shared`: every replica runs objects it claims (ownership.py); `standby`: Kopf peering, one replica works |
 | `LESTRADE_REPLICA_NAME` | `POD_NAME`, else host-pid | this replica's name in its Lease and claims (shared mode); unique per live replica |
@@ -136,6 +137,7 @@ class OperatorSettings:
     """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
     e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
     schedule_recheck: float = 10.0
+    mcp_refresh: float = 60.0
     """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
     runs and spec edits); as often as the CronJob controller looks."""
     event_batch_seconds: float = 1.0
@@ -212,6 +214,7 @@ class OperatorSettings:
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
             "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
             "select_idle_conversations": _flag(env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS", "true")),
+            "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
             "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")

@@ -62,7 +62,7 @@ from lestrade.operator.harness.rlm import RlmStopped, run_rlm_session
 from lestrade.operator.harness.session import HarnessSession, start_session
 from lestrade.operator.status.projection import ConversationProjection, Projection, projection_for
 from lestrade.operator.base.recorder import EventRecorder
-from lestrade.operator.tenancy.scopes import decide_scope, load_policy
+from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_policy
 from lestrade.operator.status.writer import StatusWriter
 
 __all__ = ["Outcome", "run_attempt", "fail", "writer_for", "NOT_RUN"]
@@ -132,6 +132,7 @@ class _Attempt:
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
+        self.policy: ScopePolicy | None = None
         self.harness: HarnessSession | None = None
         """A harness session's gate, watch and subagents (`spec.harness`)."""
         self.lost_approvals: list[str] = []
@@ -196,6 +197,7 @@ class _Attempt:
         state = self.transcript.state if fresh else await self.transcript.load()
         scope = await self._scope()
         registry, acting_as = await self.engine.tools_for(scope if self.engine.tenancy else None)
+        registry = await self._with_mcp(registry)
         scope.identity = acting_as
         self.scope = scope
         self.writer.set(scope=scope, **({"requester": self.requester} if self.requester else {}))
@@ -250,11 +252,28 @@ class _Attempt:
         """What this run's tools may read: its namespace plus the admin's grants that apply to
         it and to the requester recorded at admission (never anything from the spec)."""
         self.requester = requester_of(self.view.body.get("metadata"))
+        # Read without tenancy too: it also says which MCPServers are shared with this run.
+        self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
         if not self.engine.tenancy:
             return RunScope(cluster=True, reason="tenant isolation is off (LESTRADE_SCOPES_NAMESPACE "
                             "not set): the tools read the whole cluster")
-        policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
         return decide_scope(self.ref.namespace, self.requester, policy)
+
+    async def _with_mcp(self, registry: ToolRegistry) -> ToolRegistry:
+        """The registry plus the tools of the MCPServers of the run's namespace and of those the
+        admin shares with it (`mcpServers` in the scope policy). A server whose first listing
+        in this process is under way is waited for a little, so a run that starts with the
+        operator still gets it."""
+        hub = self.engine.mcp
+        shared = self.policy.shared_mcp(self.ref.namespace, self.requester) if self.policy else ()
+        if hub.loader is not None:
+            await hub.loader(self.ref.namespace, shared)
+        entries = hub.servers_for(self.ref.namespace, shared)
+        if not entries:
+            return registry
+        await hub.wait_settled(entries, timeout=15.0)
+        toolsets = hub.toolsets(entries)
+        return ToolRegistry([*registry.toolsets, *toolsets]) if toolsets else registry
 
     def _tools(self, registry: ToolRegistry) -> ToolRegistry | str:
         """The run's tools: the operator's, plus a Conversation's frontend tools with the
@@ -523,11 +542,13 @@ class _Attempt:
                     case ev.TokenCount():
                         # The window's breakdown and limits ride along: the API's token_count
                         # events (reference 000's metadata) are rebuilt from this record alone.
-                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0)
+                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0,
+                                     cached=event.cached_tokens)
                         transcript.append(
                             RecordType.TOKENS, promptTokens=event.prompt_tokens,
                             completionTokens=event.completion_tokens,
-                            totalTokens=event.total_tokens, cost=event.cost or 0.0,
+                            totalTokens=event.total_tokens, cachedTokens=event.cached_tokens,
+                            cost=event.cost or 0.0,
                             breakdown=dict(event.breakdown), maxTokens=event.max_tokens,
                             maxOutputTokens=event.max_output_tokens,
                             truncations=[dataclasses.asdict(t) for t in event.truncations],

@@ -22,6 +22,8 @@ from lestrade.resources.constants import (
     CONDITION_SUCCEEDED,
 )
 from lestrade.resources.conversation import TurnStatus
+from lestrade.resources.investigation import Finding
+from lestrade.runs.findings import findings
 from lestrade.runs.progress import RunFacts, run_facts
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView, RunView
@@ -150,7 +152,7 @@ class InvestigationProjection(Projection):
             analysis=cap(text, MAX_ANALYSIS_CHARS),
             sections={t: cap(s, MAX_SECTION_CHARS) for t, s in sections.items()} if sections else None,
             message=message, pendingApprovals=[], completionTime=now_iso(), transcript=transcript,
-            **self._facts_fields(self.facts(state, settled=True)),
+            **self._facts_fields(self.facts(state, settled=True)), **findings_fields(state, sections),
         )
 
     def failed(self, state: TranscriptState | None, reason: str, message: str) -> None:
@@ -161,6 +163,22 @@ class InvestigationProjection(Projection):
         )
         if state is not None:
             self.writer.set(**self._facts_fields(self.facts(state, settled=True)))
+
+
+def findings_fields(state: TranscriptState, sections: dict[str, str] | None) -> dict[str, Any]:
+    """`findings` and `groundedFindings` of an answer's sections, checked against every call
+    the run made (the transcript's, not status' capped list)."""
+    if not sections:
+        return {}
+    ids = {str(part.get("id")) for message in state.messages for part in message.get("tool_calls") or []}
+    stated = findings(sections, ids)
+    if not stated:
+        return {}
+    return {
+        "findings": [Finding(section=cap(f.section, 200), text=cap(f.text, 1000), evidence=list(f.evidence[:50]),
+                             grounded=f.grounded, problem=f.problem and cap(f.problem, 1000)) for f in stated],
+        "groundedFindings": f"{sum(f.grounded for f in stated)}/{len(stated)}",
+    }
 
 
 class ConversationProjection(Projection):
@@ -196,6 +214,7 @@ class ConversationProjection(Projection):
             prompt_tokens=b.prompt_tokens + c.prompt_tokens,
             completion_tokens=b.completion_tokens + c.completion_tokens,
             total_tokens=b.total_tokens + c.total_tokens,
+            cached_tokens=b.cached_tokens + c.cached_tokens,
             cost=round(b.cost + c.cost, 8),
         )
 

@@ -10,6 +10,12 @@ from `tenancy.grants`), key `grants.yaml`:
       - fromNamespaces: [team-a]   # runs of resources in team-a ...
         namespaces: [team-a-db]    # ... may also read team-a-db
 
+      mcpServers:                  # MCPServers shared with other namespaces' runs,
+        - servers: [platform/grafana, "tools/*"]   # namespace/name, or every one of a namespace
+          fromNamespaces: [team-a]                 # same matching as a grant
+        - servers: [platform/pagerduty]
+          groups: [sre]
+
 A grant with both `groups` and `fromNamespaces` needs both to match; a grant with neither
 matches nothing. The requester is the identity recorded at admission (never a spec field), so
 nothing a tenant writes into its own resource widens what its run reads. The policy is read at
@@ -27,7 +33,7 @@ import yaml
 from lestrade.kube import ApiException, Kube, api_path
 from lestrade.resources.tenancy import Requester, RunScope
 
-__all__ = ["Grant", "ScopePolicy", "decide_scope", "load_policy", "POLICY_KEY", "ALL_NAMESPACES"]
+__all__ = ["Grant", "McpGrant", "ScopePolicy", "decide_scope", "load_policy", "POLICY_KEY", "ALL_NAMESPACES"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +68,26 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class McpGrant:
+    """MCPServers (`namespace/name` or `namespace/*`) shared with the runs a grant would match."""
+
+    servers: tuple[str, ...]
+    who: Grant
+
+    def covers(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.servers or f"{namespace}/*" in self.servers
+
+
+@dataclass(frozen=True)
 class ScopePolicy:
     grants: tuple[Grant, ...] = ()
     error: str | None = None
     """Why the policy could not be read (then no grant applies)."""
+    mcp_grants: tuple[McpGrant, ...] = ()
+
+    def shared_mcp(self, namespace: str, requester: Requester | None) -> tuple[McpGrant, ...]:
+        """The MCP sharing grants that apply to a run of `namespace` asked by `requester`."""
+        return tuple(g for g in self.mcp_grants if g.who.applies(namespace, requester))
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
@@ -92,7 +114,20 @@ def parse_policy(text: str) -> ScopePolicy:
                 raise ValueError(f"grants[{i}].namespaces is required")
             grants.append(Grant(namespaces, _names(item.get("groups"), f"grants[{i}].groups"),
                                 _names(item.get("fromNamespaces"), f"grants[{i}].fromNamespaces")))
-        return ScopePolicy(tuple(grants))
+        shared = []
+        mcp_items = document.get("mcpServers") or [] if isinstance(document, dict) else []
+        if not isinstance(mcp_items, list):
+            raise ValueError("mcpServers must be a list")
+        for i, item in enumerate(mcp_items):
+            if not isinstance(item, dict):
+                raise ValueError(f"mcpServers[{i}] must be a mapping")
+            servers = _names(item.get("servers"), f"mcpServers[{i}].servers")
+            if not servers or not all(s.count("/") == 1 and all(s.split("/")) for s in servers):
+                raise ValueError(f"mcpServers[{i}].servers: a list of namespace/name (or namespace/*)")
+            shared.append(McpGrant(servers, Grant(
+                ("-",), _names(item.get("groups"), f"mcpServers[{i}].groups"),
+                _names(item.get("fromNamespaces"), f"mcpServers[{i}].fromNamespaces"))))
+        return ScopePolicy(tuple(grants), mcp_grants=tuple(shared))
     except (yaml.YAMLError, ValueError, AttributeError) as exc:
         return ScopePolicy(error=f"scope policy {POLICY_KEY}: {exc}")
 

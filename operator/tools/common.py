@@ -99,6 +99,16 @@ class Params:
             number = hi
         return number
 
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self.raw.get(key)
+        if value is None or value == "":
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ToolInputError(f"parameter '{key}' must be true or false")
+
     def name(self, key: str, *, required: bool = True) -> str | None:
         """A Kubernetes object or namespace name (validated: it becomes part of a URL path)."""
         value = self.required(key) if required else self.opt_str(key)

@@ -16,8 +16,8 @@ from opkit import EFFECT_LABEL, count_effects
 from test_auth_api import grant
 
 HOSTILE_ANSWER = (
-    "## Root cause\nThe **memory** limit of `web-1` is too low.\n\n"
-    "- raise it to 512Mi\n- see [the docs](https://kubernetes.io/docs/)\n\n"
+    "## Root cause\nThe **memory** limit of `web-1` is too low. [evidence: fix-1]\n\n"
+    "- raise it to 512Mi [evidence: call_forged]\n- see [the docs](https://kubernetes.io/docs/)\n\n"
     "<img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script> [click](javascript:window.pwned=3)"
 )
 
@@ -97,6 +97,15 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
         tool.locator("summary").click()
         expect(tool.locator("pre.output")).to_have_text(f"fix {tag} applied")
         expect(page.locator("#tokens")).to_have_text(re.compile(r"^[1-9]\d* tokens$"))
+        # Grounded findings: each with the calls it cites; a forged or missing citation is flagged.
+        findings = page.locator("#findings")
+        expect(findings.locator("h3")).to_have_text("Findings (1/3 grounded)")
+        expect(findings.locator(".finding.grounded")).to_contain_text("limit of web-1 is too low")
+        expect(findings.locator(".finding.ungrounded").first).to_contain_text("cites calls the run never made: call_forged")
+        tool.locator("summary").click()  # closed again; the citation opens it
+        findings.locator(".finding.grounded a.cite[data-call='fix-1']").click()
+        expect(tool.locator("pre.output")).to_be_visible()
+        assert findings.locator("img, script").count() == 0 and page.evaluate("window.pwned") is None
         shot(page, "run-succeeded")
         watcher.click("text=Runs")
         expect(watcher.locator(f"tr[data-key='investigations/{namespace}/{name}']")).to_contain_text("Succeeded")

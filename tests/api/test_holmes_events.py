@@ -74,6 +74,13 @@ def test_token_count_and_metadata_follow_reference_000() -> None:
     assert metadata_of(state, since=3)["usage"]["total_tokens"] == 2  # one turn's usage only
 
 
+def test_cached_prompt_tokens_show_in_the_metadata_when_the_provider_reported_them() -> None:
+    state = transcript(SYSTEM, USER, {**TOKENS, "cachedTokens": 80}, {**TOKENS, "cachedTokens": 90})
+    (first, _) = [e.data for e in events_after(state, EventPosition(-1), kind="chat", since=0)]
+    assert first["metadata"]["usage"]["cached_tokens"] == 80
+    assert metadata_of(state)["usage"]["cached_tokens"] == 170
+
+
 def test_errors_say_5204_for_rate_limits_and_1_otherwise() -> None:
     for reason, code in (("RateLimited", 5204), ("ModelError", 1)):
         state = transcript(SYSTEM, USER, {"t": "error", "reason": reason, "message": "it broke"})

@@ -186,3 +186,19 @@ def test_tenancy_rbac_hands_out_only_scoped_reads(installed, api_client, crds) -
     for ns in ("kube-system", namespace):
         assert not scoped_can("list", "pods", ns)
         assert not scoped_can("get", "secrets", ns)
+
+
+def test_mcp_server_sharing_and_header_secrets_are_opt_in() -> None:
+    from lestrade.operator.tenancy.scopes import POLICY_KEY, parse_policy
+
+    docs = render("lestrade", "lestrade-system", {
+        "tenancy": {"mcpServers": [{"servers": ["platform/grafana"], "fromNamespaces": ["team-a"]}]}})
+    policy = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-scope-policy"))
+    parsed = parse_policy(policy["data"][POLICY_KEY])
+    assert parsed.error is None and [g.servers for g in parsed.shared_mcp("team-a", None)] == [("platform/grafana",)]
+    operator_rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d.get("rules", [])]
+    assert any("mcpservers/status" in r.get("resources", []) for r in operator_rules)
+    opted = render("lestrade", "lestrade-system", {"mcpServers": {"readHeaderSecrets": True}})
+    secret_rules = [r for d in opted if d["kind"] == "ClusterRole" for r in d.get("rules", [])
+                    if "secrets" in r.get("resources", [])]
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]

@@ -53,6 +53,12 @@ def test_crashloop_example_with_the_demo_model(
     assert status["sections"] and all(status["sections"].values())
     names = [c["name"] for c in status["toolCalls"]]
     assert names[0] == "kubectl_find_resource" and "kubectl_describe" in names
+    # grounded findings: each conclusion cites calls of this run, and status shows them
+    ids = {c["id"] for c in status["toolCalls"]}
+    assert status["findings"] and all(f["grounded"] for f in status["findings"]), status["findings"]
+    assert {e for f in status["findings"] for e in f["evidence"]} <= ids
+    assert status["groundedFindings"] == f"{len(status['findings'])}/{len(status['findings'])}"
+    assert any(f["section"] == "Conclusions and Possible Root Causes" for f in status["findings"])
     state, _ = transcript_messages(api_client, final)
     assert any("CrashLoopBackOff" in str(m.get("content")) for m in state.messages if m["role"] == "tool")
 

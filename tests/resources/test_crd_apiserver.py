@@ -380,15 +380,15 @@ def test_printer_columns_show_progress(
     investigations.patch_status(
         "cols",
         {"phase": "Running", "steps": 3, "toolCallCount": 2, "usage": {"totalTokens": 1234},
-         "requester": {"username": "jane", "groups": ["sre"]}},
+         "requester": {"username": "jane", "groups": ["sre"]}, "groundedFindings": "4/5"},
     )
     table = _table(api_client, namespace, INVESTIGATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Steps", "Tools", "Tokens", "Model", "Title", "Requester",
+    assert names == ["Name", "Phase", "Steps", "Tools", "Tokens", "Grounded", "Model", "Title", "Requester",
                      "Message", "Age"]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
-    assert (row["Name"], row["Phase"], row["Steps"], row["Tools"], row["Tokens"]) == (
-        "cols", "Running", 3, 2, 1234
+    assert (row["Name"], row["Phase"], row["Steps"], row["Tools"], row["Tokens"], row["Grounded"]) == (
+        "cols", "Running", 3, 2, 1234, "4/5"
     )
     assert row["Requester"] == "jane"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,8 +165,13 @@ def test_printer_columns_point_at_real_fields() -> None:
             if column["jsonPath"].startswith(".metadata."):
                 continue
             node = schema
-            for part in column["jsonPath"].strip(".").split("."):
-                node = node["properties"][part]
+            # A filter on a list (`conditions[?(@.type=='Ready')].status`) selects its items.
+            path = re.sub(r"\[\?\(@\.[A-Za-z]+=='[A-Za-z]+'\)\]", "[]", column["jsonPath"])
+            for part in path.strip(".").split("."):
+                node = node["properties"][part.removesuffix("[]")]
+                if part.endswith("[]"):
+                    assert node["type"] == "array", column
+                    node = node["items"]
             expected = {"integer": "integer", "string": "string", "date": "string",
                         "boolean": "boolean"}[column["type"]]
             assert node["type"] == expected, column

@@ -132,3 +132,32 @@ def test_cap_text_keeps_the_requested_end() -> None:
     assert head.startswith("line 0") and "truncated" in head and len(head) < 1100
     tail = cap_text(text, 1000, keep="tail")
     assert tail.rstrip().endswith("line 9999") and "truncated" in tail
+
+
+def _ev(reason: str, minutes: float, etype: str = "Normal", message: str = "") -> dict:
+    when = (datetime.now(timezone.utc) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": etype, "reason": reason, "message": message or reason, "lastTimestamp": when,
+            "involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}}
+
+
+def test_a_long_event_message_keeps_its_cause_at_the_end() -> None:
+    """Issue #27: image pull errors put the cause ("manifest unknown", "no such host") after
+    300 characters of context; the message column keeps both ends."""
+    message = "Failed to pull image \"r.example.com/a:v1\": " + "rpc error: failed to resolve reference; " * 30 + "not found: manifest unknown"
+    text = events_table([_ev("Failed", 1, "Warning", message)])
+    assert "manifest unknown" in text and "Failed to pull image" in text and " ... " in text
+    assert len(text.splitlines()[1]) < 1200
+    other = render_table(["A", "B"], [["x" * 300, "y" * 300]])  # other tables keep their 200-character cells
+    assert len(other.splitlines()[1]) == 200 + 3 + 200
+
+
+def test_over_the_limit_routine_events_make_way_for_warnings() -> None:
+    """Issue #27: the one FailedMount among 300 events of a noisy pod stays in view."""
+    noise = [_ev("Pulled", 1 - i / 1000) for i in range(299)]
+    key = _ev("FailedMount", 6, "Warning", 'MountVolume.SetUp failed for volume "tls" : secret "x" not found')
+    text = events_table([*noise, key])
+    assert "FailedMount" in text and text.startswith("[200 older events not shown: all Normal]")
+    assert len(text.splitlines()) == 1 + 1 + 100
+    warnings = [_ev("BackOff", 10 - i / 100, "Warning") for i in range(150)]
+    mixed = events_table([*noise[:10], *warnings])
+    assert mixed.startswith("[60 older events not shown: 10 Normal, 50 Warning]")

@@ -99,6 +99,33 @@ async def test_find_resource_by_name_fragment(kube, api_client, namespace) -> No
     assert none.status == "success" and "No " in none.data
 
 
+async def test_find_resource_greps_the_whole_row_status_included(kube, api_client, namespace) -> None:
+    """Issue #27: "Which pods are crash-looping?" must find the pod whose STATUS column says
+    CrashLoopBackOff, as the tool's description (a grep of `kubectl get -A` rows) promises."""
+    pods = _run_deployment(api_client, namespace, "ledger", replicas=1,
+                           annotations={"lestrade.dev/simulate": "crashloop"})
+    _run_deployment(api_client, namespace, "healthy-neighbour", replicas=1)
+    name = pods[0].metadata.name
+
+    def crashlooping() -> bool:
+        pod = k8s.CoreV1Api(api_client).read_namespaced_pod(name, namespace)
+        return any(s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
+                   for s in pod.status.container_statuses or [])
+
+    wait_until("the pod to crash-loop", crashlooping, 60)
+    for args in ({"keyword": "CrashLoopBackOff", "kind": "pod"}, {"keyword": "crashloopbackoff"}):
+        out = await kube["kubectl_find_resource"].run(args)
+        assert out.status == "success", out.text()
+        rows = [line for line in out.data.splitlines() if namespace in line]
+        assert [r.split()[1] for r in rows] == [name], out.data
+        assert "CrashLoopBackOff" in rows[0]
+    # the image column matches too (a wide row), and a healthy pod does not match a status it lacks
+    image = await kube["kubectl_find_resource"].run({"keyword": "example.com/app:1.0", "kind": "deploy"})
+    assert "ledger" in image.data and "healthy-neighbour" in image.data, image.data
+    assert "healthy-neighbour" not in (await kube["kubectl_find_resource"].run({"keyword": "CrashLoopBackOff"})).data
+    assert "status" in kube["kubectl_find_resource"].description.lower()
+
+
 async def test_unknown_kind_and_missing_object_are_clear_errors(kube, namespace) -> None:
     bad = await kube["kubectl_get_by_kind_in_namespace"].run({"kind": "flurbs", "namespace": namespace})
     assert bad.status == "error" and "flurbs" in (bad.error or "")
@@ -233,3 +260,35 @@ async def test_tools_use_the_credentials_they_are_given(cluster, namespace) -> N
         out = await tools["kubectl_get_by_kind_in_namespace"].run({"kind": "pods", "namespace": namespace})
         assert out.status == "error"
         assert "forbidden" in (out.error or "").lower() and "HTTP 403" in (out.error or "")
+
+
+async def test_logs_default_to_the_crashed_container_as_a_digest(kube, namespace, make_pod, kwok_logs) -> None:
+    """A crash-looping app beside a healthy proxy: by default the app's logs only, digested (the
+    repeated trace counted), with a note naming the proxy; `raw`, `grep` and `container` give the
+    rest, so nothing is out of reach."""
+    make_pod(namespace, "shop", containers=[k8s.V1Container(name="app", image="example.com/a:1"),
+                                           k8s.V1Container(name="proxy", image="example.com/b:1")],
+             annotations={"lestrade.dev/simulate": "crashloop", "lestrade.dev/container": "app"},
+             until=lambda p: any(s.name == "app" and s.restart_count for s in p.status.container_statuses or []))
+    trace = "java.lang.OutOfMemoryError: Java heap space\n" + "\n".join(f"\tat Cache.load(Cache.java:{n})" for n in range(15))
+    app_log = "\n".join(f"2026-11-26T10:00:{i:02d}Z INFO  request {i} served\n{trace}" for i in range(40))
+    kwok_logs(namespace, "shop", app_log, container="app")
+
+    out = await kube["kubectl_logs"].run({"pod_name": "shop", "namespace": namespace})
+    assert out.status == "success", out.text()
+    assert out.data.startswith("[log digest: ")
+    assert "==> container" not in out.data  # one container shown
+    assert "[other containers, not shown: proxy" in out.data
+    assert "java.lang.OutOfMemoryError: Java heap space" in out.data and "repeated]" in out.data
+    assert len(out.data) < len(app_log) / 4
+
+    raw = await kube["kubectl_logs"].run({"pod_name": "shop", "namespace": namespace, "raw": True, "tail": 2000})
+    assert raw.status == "success", raw.text()
+    assert raw.data.count("java.lang.OutOfMemoryError") == 40 and "[log digest" not in raw.data
+
+    grep = await kube["kubectl_logs"].run({"pod_name": "shop", "namespace": namespace, "grep": "request 17 "})
+    assert grep.status == "success", grep.text()
+    assert "request 17 served" in grep.data and "request 18" not in grep.data
+
+    bad = await kube["kubectl_logs"].run({"pod_name": "shop", "namespace": namespace, "raw": "maybe"})
+    assert bad.status == "error" and "raw" in (bad.error or "")

@@ -40,7 +40,8 @@ __all__ = [
 _TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _REQUEST_TIMEOUT = 30
 
-_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube-tools")
+POOL_SIZE = 32
+_POOL = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="kube-tools")
 """Threads for the blocking client calls of every tool: enough for many concurrent runs, a
 bound so that a burst cannot open hundreds of connections to the apiserver."""
 

@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 MAX_ROWS = 200
+CELL_LIMIT = 200
+EVENT_MESSAGE_LIMIT = 1000
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -71,9 +73,12 @@ def human_duration(seconds: int) -> str:
     return f"{days // 365}y{days % 365}d"
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_rows: int = MAX_ROWS) -> str:
-    """Left-aligned columns separated by three spaces, like kubectl's printer."""
-    shown = [[_cell(c) for c in row] for row in rows[:max_rows]]
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_rows: int = MAX_ROWS,
+                 last_cell_limit: int = CELL_LIMIT) -> str:
+    """Left-aligned columns separated by three spaces, like kubectl's printer. The last column
+    may be given more room (Event messages: their cause is often at the end)."""
+    shown = [[_cell(c, last_cell_limit if i == len(row) - 1 else CELL_LIMIT) for i, c in enumerate(row)]
+             for row in rows[:max_rows]]
     widths = [len(h) for h in headers]
     for row in shown:
         for i, cell in enumerate(row):
@@ -86,13 +91,17 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_r
     return "\n".join(lines)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, limit: int = CELL_LIMIT) -> str:
     if value is None or value == "":
         return "<none>"
     if isinstance(value, bool):
         return str(value).lower()
     text = str(value).replace("\n", " ")
-    return text if len(text) <= 200 else text[:197] + "..."
+    if len(text) <= limit:
+        return text
+    # keep both ends: an error's context is at the start, its cause usually at the end
+    head = limit // 3
+    return text[:head] + " ... " + text[-(limit - head - 5):]
 
 
 def format_labels(labels: dict[str, str] | None) -> str:
@@ -164,11 +173,19 @@ def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def events_table(events: list[dict[str, Any]], *, with_object: bool = True, with_namespace: bool = False,
                  limit: int = 100, indent: str = "") -> str:
-    """Oldest first, newest last (what matters most ends up nearest the model's next turn)."""
+    """Oldest first, newest last (what matters most ends up nearest the model's next turn).
+
+    Over `limit`, the oldest Normal events go first: a Warning is what an investigation looks
+    for, and a noisy workload's routine events must not push it out of view."""
     now = datetime.now(timezone.utc)
     ordered = sort_events(events)
     dropped = max(0, len(ordered) - limit)
-    ordered = ordered[dropped:]
+    if dropped:
+        normal = [i for i, e in enumerate(ordered) if e.get("type") != "Warning"]
+        gone = set(normal[:dropped])
+        gone |= set([i for i in range(len(ordered)) if i not in gone][: dropped - len(gone)])
+        dropped_normal = sum(1 for i in gone if ordered[i].get("type") != "Warning")
+        ordered = [e for i, e in enumerate(ordered) if i not in gone]
     headers = ["LAST SEEN", "TYPE", "REASON"]
     if with_namespace:
         headers.insert(0, "NAMESPACE")
@@ -186,9 +203,10 @@ def events_table(events: list[dict[str, Any]], *, with_object: bool = True, with
             row.append(f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}")
         row += [source.get("component") or e.get("reportingComponent") or "", (e.get("message") or e.get("note") or "").strip()]
         rows.append(row)
-    text = render_table(headers, rows, max_rows=limit)
+    text = render_table(headers, rows, max_rows=limit, last_cell_limit=EVENT_MESSAGE_LIMIT)
     if dropped:
-        text = f"[{dropped} older events not shown]\n" + text
+        kinds = "all Normal" if dropped_normal == dropped else f"{dropped_normal} Normal, {dropped - dropped_normal} Warning"
+        text = f"[{dropped} older events not shown: {kinds}]\n" + text
     if indent:
         text = "\n".join(indent + line for line in text.splitlines())
     return text

@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, ToolInputError, schema
 from lestrade.operator.tools.kubernetes.api import ApiResource, KubeApi, KubeError, ScopedKubeApi
+from lestrade.operator.tools.kubernetes.digest import digest_log
 from lestrade.operator.tools.kubernetes.describe import describe_node, describe_object, describe_pod, to_yaml
 from lestrade.operator.tools.kubernetes.format import (
     events_table,
@@ -31,8 +32,10 @@ from lestrade.operator.tools.kubernetes.sanitize import clean_object
 __all__ = ["kubernetes_toolset", "parse_since"]
 
 _LOG_LIMIT_BYTES = 512 * 1024
-_DEFAULT_TAIL = 200
-_MAX_TAIL = 2000
+_DEFAULT_TAIL = 200  # raw lines (`raw=true`)
+_DEFAULT_DIGEST_TAIL = 2000  # a digest reads further back for the same tokens
+_MAX_TAIL = 5000
+_MAX_GREP = 200
 
 _INSTRUCTIONS = """\
 Kubernetes tools are read-only. Start with kubectl_describe or kubectl_events on the failing
@@ -43,6 +46,28 @@ Kinds accept kubectl names (po, deploy, svc, CRD plurals). Secret values are nev
 S = {"type": "string"}
 KIND = {"type": "string", "description": "e.g. pod, deployment, node"}
 NS = {"type": "string"}
+
+
+def troubled_containers(pod: dict[str, Any], *, previous: bool) -> list[str]:
+    """The containers whose logs explain a failure: those that restarted, crashed or are waiting
+    after a failure (for previous logs: those with a terminated previous instance). Empty when
+    none is in trouble — then every container's logs are read. A healthy sidecar's access log is
+    left out unless asked for: it is most of the tokens and none of the evidence."""
+    troubled = []
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if not isinstance(status, dict) or not isinstance(status.get("name"), str):
+            continue
+        last = (status.get("lastState") or {}).get("terminated")
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if previous:
+            if last:
+                troubled.append(status["name"])
+        elif (last or (status.get("restartCount") or 0) > 0
+              or waiting.get("reason") in ("CrashLoopBackOff", "Error", "RunContainerError")
+              or (terminated and terminated.get("exitCode") not in (0, None))):
+            troubled.append(status["name"])
+    return troubled
 
 
 def parse_since(value: str | None) -> int | None:
@@ -120,10 +145,10 @@ class _KubeTools:
             except KubeError:
                 return None
             headers, rows = server_table_rows(table, with_namespace=res.namespaced, with_labels=True)
-            name_at = headers.index("NAME")
-            hits = [r for r in rows if keyword in str(r[name_at]).lower()
-                    or keyword in str(r[-1]).lower()
-                    or (res.namespaced and keyword in str(r[0]).lower())]
+            # The whole row, as `kubectl get -A -o wide --show-labels | grep` sees it: a status
+            # (CrashLoopBackOff, Pending, ImagePullBackOff), an image, a node or an IP matches
+            # as well as a name, a namespace or a label.
+            hits = [r for r in rows if keyword in _row_text(r)]
             if not hits:
                 return None
             return f"{res.display}:\n{render_table(headers, hits, max_rows=50)}"
@@ -133,7 +158,7 @@ class _KubeTools:
                 sections.append(found)
         if not sections:
             scope = kind or ", ".join(r.plural for r in kinds)
-            return f"No {scope} match '{keyword}' in name, namespace or labels."
+            return f"No {scope} match '{keyword}' in any column (name, namespace, status, labels, ...)."
         return "\n\n".join(sections)
 
     async def get_yaml(self, p: Params) -> str:
@@ -208,15 +233,20 @@ class _KubeTools:
     async def logs(self, p: Params, *, previous: bool) -> str:
         namespace, pod_name = p.name("namespace"), p.name("pod_name")
         container = p.name("container", required=False)
-        tail = p.integer("tail", _DEFAULT_TAIL, lo=1, hi=_MAX_TAIL)
+        raw = p.boolean("raw")
+        tail = p.integer("tail", _DEFAULT_TAIL if raw else _DEFAULT_DIGEST_TAIL, lo=1, hi=_MAX_TAIL)
         since = parse_since(p.opt_str("since"))
+        grep = p.opt_str("grep")
+        if grep is not None and len(grep) > _MAX_GREP:
+            raise ToolInputError(f"parameter 'grep' must be at most {_MAX_GREP} characters")
         pods = await self.api.resolve("pods")
         pod = await self.api.get(pods, pod_name, namespace)
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         init_names = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         if container and container not in names + init_names:
             raise ToolInputError(f"container '{container}' is not in pod {pod_name}; containers: {', '.join(names + init_names)}")
-        targets = [container] if container else names
+        targets = [container] if container else troubled_containers(pod, previous=previous) or names
+        others = [n for n in names if n not in targets]
         query = {"tailLines": tail, "sinceSeconds": since, "previous": "true" if previous else None,
                  "limitBytes": _LOG_LIMIT_BYTES}
         path = pods.path(namespace, pod_name, "log")
@@ -226,14 +256,25 @@ class _KubeTools:
                 text = await self.api.get_text(path, {**query, "container": c})
             except KubeError as exc:
                 return f"<error: {exc}>"
-            return text.rstrip("\n") or "<no log lines>"
+            text = text.rstrip("\n")
+            if grep is not None:
+                needle = grep.casefold()
+                text = "\n".join(line for line in text.split("\n") if needle in line.casefold())
+                if not text:
+                    return f"<no log lines contain {grep!r}>"
+            if not text:
+                return "<no log lines>"
+            return text if raw else digest_log(text)
 
         results = await asyncio.gather(*(one(c) for c in targets))
+        note = (f"\n[other containers, not shown: {', '.join(others)} — pass container=NAME for their logs]"
+                if others else "")
         if len(targets) == 1:
             if results[0].startswith("<error: "):
                 raise KubeError(results[0][8:-1])
-            return results[0]
-        return "\n\n".join(f"==> container {c}{' (previous)' if previous else ''} <==\n{text}" for c, text in zip(targets, results))
+            return results[0] + note
+        return "\n\n".join(f"==> container {c}{' (previous)' if previous else ''} <==\n{text}"
+                           for c, text in zip(targets, results)) + note
 
     # --- top ---------------------------------------------------------------------------------
 
@@ -295,6 +336,11 @@ def format_top_nodes(items: list[dict[str, Any]], allocatable: dict[str, dict[st
     return render_table(["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"], rows)
 
 
+def _row_text(row: list[Any]) -> str:
+    """A table row as one lower-case line, the text `grep -i` would search."""
+    return "  ".join("" if cell is None else str(cell) for cell in row).lower()
+
+
 def _more_note(table: dict[str, Any]) -> str:
     meta = table.get("metadata") or {}
     if not meta.get("continue"):
@@ -314,9 +360,14 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
     `namespaces`: the run's scope; lists across namespaces then cover exactly those."""
     k = _KubeTools(ScopedKubeApi(api_client, namespaces) if namespaces else KubeApi(api_client))
     logs_schema = schema(["pod_name", "namespace"], pod_name=S, namespace=NS,
-                         container={"type": "string", "description": "default: all containers"},
-                         tail={"type": "integer", "description": f"lines, default {_DEFAULT_TAIL}"},
-                         since={"type": "string", "description": "e.g. 15m, 2h"})
+                         container={"type": "string",
+                                    "description": "default: the crashed or restarting containers, else all"},
+                         tail={"type": "integer", "description": f"lines to read, default {_DEFAULT_DIGEST_TAIL} "
+                                                                 f"({_DEFAULT_TAIL} with raw)"},
+                         since={"type": "string", "description": "e.g. 15m, 2h"},
+                         grep={"type": "string", "description": "only lines containing this text (case-insensitive)"},
+                         raw={"type": "boolean", "description": "the lines as they are, not a digest "
+                                                                "(repeats counted, errors and the last lines kept)"})
 
     def logs_line(prev: bool) -> Any:
         return lambda p: (f"kubectl logs{' --previous' if prev else ''} {p.opt_str('pod_name')}{_ns_flag(p)}"
@@ -344,9 +395,12 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             lambda p: f"kubectl get {p.opt_str('kind')} -A -o wide --show-labels",
         ),
         FunctionTool(
-            "kubectl_find_resource", "Find resources whose name, namespace or labels contain a keyword, in all namespaces.",
+            "kubectl_find_resource",
+            "Find resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains a "
+            "keyword (case-insensitive): a name, namespace, label, or a column value such as a status "
+            "(CrashLoopBackOff, Pending, ImagePullBackOff), an image or a node.",
             schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}), k.find,
-            lambda p: f"kubectl get {p.opt_str('kind') or 'all'} -A --show-labels | grep {p.opt_str('keyword')}",
+            lambda p: f"kubectl get {p.opt_str('kind') or 'all'} -A -o wide --show-labels | grep -i {p.opt_str('keyword')}",
         ),
         FunctionTool(
             "kubectl_get_yaml", "Get a resource's full YAML (credentials masked).",

@@ -1,0 +1,181 @@
+"""The burst through `make run` — the path users take — beside the bare model floor (issue #23).
+
+    .venv/bin/python bench/makerun_burst_bench.py [--count 200]
+
+1. floor: `count` runs of 4 model calls each (500 ms each, the same scripted model server in a
+   process of its own), made bare with litellm at concurrency `count`: the time the model alone
+   needs, measured in this run;
+2. `lestrade run` (what `make run` starts: the local control plane, the operator and the API as
+   processes, the admission policies, the tools' identity, per-scope identities) with that
+   scripted model as its model list and the concurrency cap at `count`; then `count`
+   Investigations created with one `kubectl apply` of one file, each making 3 Kubernetes reads
+   (`kubectl_get_by_name` of a pod) and answering: apply to the last Succeeded;
+3. the ratio to the floor beside the target (<= 2x; the goal 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import lestrade  # noqa: E402,F401  (offline litellm/tiktoken first)
+import yaml  # noqa: E402
+
+from lestrade.localcluster import binary_path  # noqa: E402
+from lestrade.localcluster.cluster import free_port  # noqa: E402
+from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
+from operator_bench import ModelServerProcess  # noqa: E402
+
+LATENCY_MS = 500
+TARGET, GOAL = 2.0, 1.5
+POD, NAMESPACE = "burst-target", "default"
+
+
+def scenario(name: str) -> Scenario:
+    call = {"kind": "pod", "name": POD, "namespace": NAMESPACE}
+    steps = [Step(tool_calls=[ToolCall(name="kubectl_get_by_name", arguments=call)], latency_ms=LATENCY_MS)
+             for _ in range(3)]
+    return Scenario(name=name, steps=[*steps, Step(content="Done: the pod is fine.", latency_ms=LATENCY_MS)])
+
+
+async def bare_floor(server: ModelServerProcess, name: str, count: int) -> float:
+    """`count` conversations of 4 sequential litellm calls, all at once."""
+    from lestrade.operator.agent.model import _import
+    _import()
+    import litellm
+
+    params = server.litellm_params(name)
+
+    async def one(index: int) -> None:
+        messages: list[dict] = [{"role": "user", "content": f"run {index}"}]
+        for _ in range(4):
+            reply = await litellm.acompletion(messages=messages, **params)
+            message = reply.choices[0].message
+            calls = message.tool_calls or []
+            messages.append({"role": "assistant", "content": message.content,
+                             "tool_calls": [c.model_dump() for c in calls] or None})
+            for c in calls:
+                messages.append({"role": "tool", "tool_call_id": c.id, "content": "pod burst-target Running"})
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return time.perf_counter() - started
+
+
+def wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"lestrade run exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(url)
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run([str(binary_path("kubectl")), "--kubeconfig", str(kubeconfig), *args], input=stdin,
+                          capture_output=True, text=True, check=True, timeout=300).stdout
+
+
+def manifests(count: int) -> str:
+    docs = [{"apiVersion": "lestrade.dev/v1alpha1", "kind": "Investigation",
+             "metadata": {"name": f"burst-{i:04d}", "namespace": NAMESPACE},
+             "spec": {"title": f"burst {i}", "subject": {"kind": "Pod", "name": POD}}} for i in range(count)]
+    return yaml.safe_dump_all(docs)
+
+
+def through_make_run(server: ModelServerProcess, name: str, count: int, folder: Path) -> dict[str, float]:
+    models = folder / "models.yaml"
+    models.write_text(yaml.safe_dump({name: server.litellm_params(name)}))
+    api_port = free_port()
+    env = {**os.environ, "LESTRADE_MODEL_LIST": str(models), "LESTRADE_DEFAULT_MODEL": name,
+           "LESTRADE_MAX_CONCURRENT_RUNS": str(count), "LESTRADE_API_PORT": str(api_port),
+           "LESTRADE_APISERVER_PORT": str(free_port())}
+    log = (folder / "run.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "lestrade.cli", "run"], cwd=folder, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{api_port}/readyz", 300, proc)
+        kubeconfig = folder / ".lestrade" / "kubeconfig"
+        kubectl(kubeconfig, "run", POD, "--image=registry.example.com/app:1", "-n", NAMESPACE,
+                "--overrides", json.dumps({"spec": {"tolerations": [
+                    {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]}}))
+        text = manifests(count)
+        profile = os.environ.get("LESTRADE_BENCH_PROFILE")  # a py-spy to record the operator with
+        spy = None
+        if profile:
+            pid = subprocess.run(["pgrep", "-f", "-n", "python -m lestrade.operator"], capture_output=True,
+                                 text=True).stdout.split()[0]
+            spy = subprocess.Popen([profile, "record", "-p", pid, "-d", "90", "-r", "50", "-f", "speedscope",
+                                    "-o", str(folder / "operator.speedscope.json")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.perf_counter()
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=text)
+        applied = time.perf_counter() - started
+        deadline = time.monotonic() + 900
+        while True:
+            out = kubectl(kubeconfig, "get", "inv", "-n", NAMESPACE, "-o", "jsonpath={.items[*].status.phase}")
+            phases = out.split()
+            done = sum(p in ("Succeeded", "Failed") for p in phases)
+            if done >= count:
+                wall = time.perf_counter() - started
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{done}/{count} finished")
+            time.sleep(0.2)  # polling kubectl, a bench's own clock; not a test's synchronization
+        failed = phases.count("Failed")
+        if spy is not None:
+            spy.wait(timeout=200)
+        return {"apply": applied, "wall": wall, "failed": failed}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=200)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="makerun-burst-"))
+    name = "makerun-burst"
+    server = ModelServerProcess([scenario(name)], folder)
+    try:
+        floor = asyncio.run(bare_floor(server, name, args.count))
+        run = through_make_run(server, name, args.count, folder)
+    finally:
+        server.stop()
+    ratio = run["wall"] / floor
+    print(f"burst through `make run`: {args.count} Investigations (4 model calls of {LATENCY_MS} ms, "
+          "3 Kubernetes reads each)")
+    print(f"  bare litellm floor, same model server, same run: {floor:6.1f} s")
+    print(f"  kubectl apply -> all finished:                   {run['wall']:6.1f} s "
+          f"(apply itself {run['apply']:.1f} s; failed {int(run['failed'])})")
+    verdict = "met" if ratio <= TARGET else "NOT met"
+    print(f"  ratio to the floor: {ratio:.1f}x (target <= {TARGET}x: {verdict}; goal <= {GOAL}x)")
+    print(f"  logs: {folder}/.lestrade/logs/")
+    return 0 if run["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

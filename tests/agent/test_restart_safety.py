@@ -111,3 +111,22 @@ def test_an_intent_without_a_launch_mark_never_ran_but_an_old_started_record_may
         state.apply(dict(record))
     assert state.started == {"a", "b", "old"}
     assert state.launched == {"b", "old"}
+
+
+def test_an_mcp_tool_is_read_only_only_when_its_server_is_trusted_and_says_so() -> None:
+    from types import SimpleNamespace
+
+    from lestrade.operator.tools.mcp import Policy, build_catalog
+    from lestrade.operator.tools.mcp.toolset import mcp_tool
+
+    def tool(name: str, **hints: bool) -> Any:
+        return SimpleNamespace(name=name, description=name, inputSchema={"type": "object", "properties": {}},
+                               annotations=SimpleNamespace(**hints) if hints else None)
+
+    listed = [tool("get_pods", readOnlyHint=True), tool("wipe", readOnlyHint=True, destructiveHint=True),
+              tool("plain")]
+    for trusted, expected in ((True, {"srv__get_pods"}), (False, set())):
+        infos, _ = build_catalog("srv", listed, Policy(trust_hints=trusted))
+        tools = [mcp_tool("srv", info, lambda: None) for info in infos]
+        registry = ToolRegistry([Toolset("mcp", tools)])
+        assert {t.name for t in tools if registry.is_read_only(t.name, {})} == expected

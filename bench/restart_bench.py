@@ -161,10 +161,16 @@ def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: Script
         list(pool.map(answered, range(count)))
     print(f"idle Conversations: {count} answered ones created in {time.perf_counter() - began:.0f} s")
 
-    def labelled() -> int:
-        found = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "conversations",
-                                                     label_selector=IDLE_LABEL, limit=1)
-        return len(found["items"]) + int(found["metadata"].get("remainingItemCount") or 0)
+    def labelled() -> int:  # (a selected list has no remainingItemCount: count the pages)
+        total, token = 0, None
+        while True:
+            found = custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "conversations", label_selector=IDLE_LABEL, limit=500,
+                **({"_continue": token} if token else {}))
+            total += len(found["items"])
+            token = found["metadata"].get("continue")
+            if not token:
+                return total
 
     def measure(n: int, label: str, **env: str) -> None:
         op = Operator(cluster, namespace, models, tmp, n, False, **env)

@@ -56,6 +56,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -217,12 +219,13 @@ class Kube:
         body: Any,
         query: dict[str, Any] | None,
         content_type: str,
-        parse: bool,
+        parse: bool | Callable[[bytes], Any],
         refresh: bool,
         extra_headers: Sequence[tuple[str, str]] | None = None,
+        accept: str = "application/json",
     ) -> Any:
         # A list of pairs: impersonation repeats Impersonate-Group once per group.
-        headers = [("Accept", "application/json"), ("Content-Type", content_type)]
+        headers = [("Accept", accept), ("Content-Type", content_type)]
         headers += list(extra_headers or ())
         authorization = self._authorization(refresh)
         if authorization:
@@ -244,6 +247,8 @@ class Kube:
                 reason=response.reason,
                 body=raw.decode("utf-8", "replace") if raw else None,
             )
+        if callable(parse):
+            return parse(raw)
         return json.loads(raw) if raw and parse else None
 
     async def request(
@@ -254,18 +259,20 @@ class Kube:
         *,
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
-        parse: bool = True,
+        parse: bool | Callable[[bytes], Any] = True,
         headers: Sequence[tuple[str, str]] | None = None,
+        accept: str = "application/json",
     ) -> Any:
         """One REST call; JSON in, JSON out (None with `parse=False`: writes whose answer
-        nobody reads, such as transcript appends, skip decoding it). Raises ApiException for
-        non-2xx answers."""
+        nobody reads, such as transcript appends, skip decoding it; a function: what it makes
+        of the raw answer, e.g. only its resourceVersion). Raises ApiException for non-2xx
+        answers."""
         delay = self.settings.backoff
         refresh = False
         for attempt in range(self._retries + 1):
             try:
                 return await self._once(
-                    method, path, body, query, content_type, parse, refresh, headers
+                    method, path, body, query, content_type, parse, refresh, headers, accept
                 )
             except ApiException as exc:
                 if exc.status == 401 and not refresh and self._cfg.refresh_api_key_hook:
@@ -286,10 +293,15 @@ class Kube:
     async def get(self, path: str, **query: Any) -> Any:
         return await self.request("GET", path, query=query or None)
 
-    async def create(self, path: str, body: dict[str, Any], *, parse: bool = True) -> Any:
+    async def get_metadata(self, path: str, **query: Any) -> Any:
+        """A list (or object) of metadata only (PartialObjectMetadata): a few hundred bytes per
+        object, whatever its spec and status hold."""
+        return await self.request("GET", path, query=query or None, accept=METADATA_LIST)
+
+    async def create(self, path: str, body: dict[str, Any], *, parse: bool | Callable[[bytes], Any] = True) -> Any:
         return await self.request("POST", path, body, parse=parse)
 
-    async def patch(self, path: str, body: dict[str, Any], *, parse: bool = True) -> Any:
+    async def patch(self, path: str, body: dict[str, Any], *, parse: bool | Callable[[bytes], Any] = True) -> Any:
         """A JSON merge patch (RFC 7386): maps merge, lists and scalars replace."""
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH, parse=parse)
 
@@ -311,13 +323,14 @@ class Kube:
         return Acting(self, headers)
 
     async def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int = 300, **query: Any
+        self, path: str, *, resource_version: str, timeout_seconds: int = 300,
+        metadata_only: bool = False, **query: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """The watch events ({type, object}) of a collection from `resource_version`, until the
         server ends the watch (after about `timeout_seconds`). Bookmarks are included; an
         `ERROR` event (e.g. 410 Gone: the version is too old) is yielded like any other, and
         the caller lists again. Not retried: a watch resumes from the caller's last version."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": METADATA_OBJECT if metadata_only else "application/json"}
         authorization = self._authorization()
         if authorization:
             headers["Authorization"] = authorization

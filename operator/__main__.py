@@ -33,6 +33,7 @@ from lestrade.decision_links import load_key
 from lestrade.kube import Kube
 from lestrade.operator.admission.decisions import install_admission_policy
 from lestrade.operator.admission.requester import install_requester_policy
+from lestrade.operator.agent.warmup import warm_up
 from lestrade.operator.base.engine import ToolsFactory
 from lestrade.operator.base.metrics import serve as serve_metrics
 from lestrade.operator.base.settings import OperatorSettings
@@ -41,6 +42,7 @@ from lestrade.operator.context import build_engine
 from lestrade.operator.delivery.watch import DeliveryWatch
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
 from lestrade.operator.replicas.membership import Membership
+from lestrade.operator.runs.idle import IdleWaker
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
 
 __all__ = ["run_operator", "main", "default_priority"]
@@ -96,6 +98,10 @@ async def run_operator(
         settings, models or load_model_list(), api_client=api_client, tools=tools,
         session_factory=session_factory,
     )
+    # While Kopf connects and lists: resumed runs then call the model at once (warmup.py).
+    warm = asyncio.create_task(
+        warm_up([m.settings for m in engine.models.models.values()]), name="warm model client"
+    ) if settings.warm_model_client else None
     if install_policy:
         await install_admission_policy(engine.kube)
         await install_requester_policy(engine.kube)
@@ -127,8 +133,14 @@ async def run_operator(
     )
     kopf_settings.peering.mandatory = mandatory_peering
     selectable = await crd_selects_phase(engine.kube)
-    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable)
+    idle = settings.select_idle_conversations and not settings.job_mode
+    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable,
+                        idle_conversations=idle)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
+    collector = asyncio.create_task(_collect_identities(engine), name="scope identity collector")
+    waker = asyncio.create_task(
+        IdleWaker(engine.kube).follow(namespaces) if idle else asyncio.sleep(0), name="idle conversations"
+    )
     reaper = asyncio.create_task(ctx.reaper.follow(namespaces, selective=selectable), name="ttl reaper")
     # Results to Destinations: a watch of its own, outside the runs (a destination that is
     # down never holds a run up). Every replica runs it; claims in status keep sends single.
@@ -142,9 +154,9 @@ async def run_operator(
     async def stop_ttl_reaper(**_: Any) -> None:
         # Stopped with Kopf's own activities: its watch tasks were created after Kopf started,
         # so Kopf would otherwise count them as hung and wait 5 s before cancelling them.
-        reaper.cancel()
-        deliverer.cancel()
-        await asyncio.gather(reaper, deliverer, return_exceptions=True)
+        for task in (reaper, deliverer, collector, waker):
+            task.cancel()
+        await asyncio.gather(reaper, deliverer, collector, waker, return_exceptions=True)
 
     try:
         await kopf.operator(
@@ -164,11 +176,29 @@ async def run_operator(
             await membership.kube.aclose()
         if stop_metrics is not None:
             await asyncio.to_thread(stop_metrics)
-        reaper.cancel()
-        deliverer.cancel()
-        await asyncio.gather(reaper, deliverer, return_exceptions=True)
+        background = [reaper, deliverer, collector, waker, *([warm] if warm is not None else [])]
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         ctx.reaper.close()
         await engine.aclose()
+
+
+async def _collect_identities(engine: Any) -> None:
+    """Deletes the per-scope accounts no run used for a while (at start, then every tenth of
+    that time): `tenancy/scope_identity.py`. Nothing to do without tenancy."""
+    collect = getattr(engine.tools, "collect_unused", None)
+    if collect is None or not engine.settings.scopes_namespace:
+        return
+    interval = max(60.0, engine.settings.scope_identity_idle / 10)
+    while True:
+        try:
+            removed = await asyncio.to_thread(collect, engine.api_client)
+            if removed:
+                logger.info("removed %d unused per-scope tools identities", len(removed))
+        except Exception as exc:  # next round; a missing right is the chart's to grant
+            logger.warning("collecting unused per-scope identities failed: %s", exc)
+        await asyncio.sleep(interval)  # a period, not a synchronization
 
 
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:

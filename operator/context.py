@@ -7,6 +7,7 @@ own ApiClient and tool registry, and so the Job entrypoint does not import Kopf.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import aiohttp
@@ -34,6 +35,10 @@ class ScopedTools:
     only (`tenancy/scope_identity.py`). Identities are minted with the operator's client once per
     process and renewed as they age; only the write tools, which always wait for approval, act
     with the operator's own client.
+
+    `identity` is called from worker threads (minting blocks), by many runs at once after a
+    restart: the lock makes the first caller create each identity and the others wait for it
+    (without it, every thread minted its own token and folder, and all but one leaked).
     """
 
     def __init__(self, settings: OperatorSettings) -> None:
@@ -41,6 +46,7 @@ class ScopedTools:
         self._cluster: ToolsIdentity | None = None
         self._scoped: ScopeIdentities | None = None
         self._warned = False
+        self._lock = threading.Lock()
 
     @property
     def tenancy(self) -> bool:
@@ -48,6 +54,10 @@ class ScopedTools:
         return bool(self.settings.scopes_namespace)
 
     def _cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
+        with self._lock:
+            return self._make_cluster_identity(operator_client)
+
+    def _make_cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
         if self._cluster is None and self.settings.tools_service_account:
             namespace, name = parse_service_account(self.settings.tools_service_account, "default")
             self._cluster = ToolsIdentity(operator_client, namespace, name)
@@ -66,10 +76,30 @@ class ScopedTools:
             if cluster is not None:
                 cluster.refresh()  # each run starts with a token good for half its lifetime
             return cluster
-        if self._scoped is None:
-            self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
-                                           self.settings.tools_read_role, cluster)
-        return self._scoped.for_scope(scope)
+        return self._scopes(operator_client, cluster).for_scope(scope)
+
+    def _scopes(self, operator_client: k8s.ApiClient, cluster: ToolsIdentity | None) -> ScopeIdentities:
+        assert self.settings.scopes_namespace
+        with self._lock:
+            if self._scoped is None:
+                self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
+                                               self.settings.tools_read_role, cluster,
+                                               idle=self.settings.scope_identity_idle)
+            return self._scoped
+
+    def collect_unused(self, operator_client: k8s.ApiClient) -> list[str]:
+        """Deletes the per-scope accounts no run used for `scope_identity_idle` (blocking)."""
+        if not self.settings.scopes_namespace:
+            return []
+        return self._scopes(operator_client, self._cluster_identity(operator_client)).collect_unused()
+
+    def close(self) -> None:
+        """Removes the identities' folders and closes their clients (also done at exit)."""
+        with self._lock:
+            if self._scoped is not None:
+                self._scoped.close()
+            if self._cluster is not None:
+                self._cluster.close()
 
     def registry(self, api_client: k8s.ApiClient, scope: RunScope | None,
                  tools: ToolsIdentity | None) -> ToolRegistry:

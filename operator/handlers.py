@@ -40,6 +40,7 @@ from lestrade.operator.base.engine import Engine
 from lestrade.operator.mcpservers import daemon as mcpservers
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.replicas.ownership import Ownership
+from lestrade.operator.runs.idle import mark_idle
 from lestrade.operator.runs.jobs import RUN_UID_LABEL
 from lestrade.operator.runs.stopping import configure as configure_stopping
 from lestrade.operator.runs.stopping import run_until_stopped
@@ -47,7 +48,7 @@ from lestrade.operator.runs.supervisor import Feeds, Supervisor
 from lestrade.operator.runs.ttl import TtlReaper
 from lestrade.operator.triggers import event_source, route_check, schedules
 from lestrade.resources.constants import GROUP, VERSION
-from lestrade.runs.views import KINDS, view_of
+from lestrade.runs.views import KINDS, ConversationView, view_of
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
 
@@ -132,6 +133,13 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         ctx.feeds.touch(uid)  # TTL timers have a watch of their own (ttl.py)
         if ctx.ownership is not None:
             ctx.ownership.touched(uid)
+        settings = ctx.engine.settings
+        if type != "DELETED" and settings.select_idle_conversations and not settings.job_mode:
+            view = view_of(body)
+            if isinstance(view, ConversationView) and not view.has_work():
+                # Idle with no daemon to say so (answered before this operator started):
+                # labelled, it leaves the watch (idle.py).
+                await mark_idle(ctx.engine.kube, view)
 
     async def run(
         body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any

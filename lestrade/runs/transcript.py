@@ -14,9 +14,15 @@ the records *are* the progress sequence a client streams (`lestrade.runs.progres
 ordered, gap-free, and the same for every reader.
 
 - `message`: `{"message": {...}}` — an OpenAI chat message added to the conversation.
-- `tool_started`: `{"id", "digest"}` — the call is about to run. Stored *before* the tool runs,
-  so a restart knows which calls may have had effects and must never run again. `digest` is
-  the `sha256:` digest of the call's tool name and exact arguments (also in the records below).
+- `tool_started`: `{"id", "digest", "intent": true, "readOnly"?}` — the call is about to run
+  (its intent). The intents of all calls of a model turn are stored in one write before any of
+  them runs. `digest` is the `sha256:` digest of the call's tool name and exact arguments (also
+  in the records below); `readOnly`: the tool declared the call read-only. A record without
+  `intent` (older transcripts, harness subagents) also counts as `tool_launched`.
+- `tool_launched`: `{"id", "digest"}` — a call that may have an effect launches now. Stored
+  right before it launches, so a restart knows which calls may have had effects and must never
+  run again ("outcome unknown"); a call with an intent but no `tool_launched` never ran, and
+  runs after the restart. Read-only calls get no such record: they are run again.
 - `tool_result`: `{"id", "name", "status", "description", "digest"}` — how a call ended (its
   output is the tool message that follows).
 - `approval_needed`: `{"pending": [{toolCallId, toolName, description, params, digest,
@@ -31,9 +37,17 @@ ordered, gap-free, and the same for every reader.
 - `answer`: `{"text", "sections"?}` — the run (or turn) answered.
 - `error`: `{"reason", "message"}` — the run (or turn) failed.
 
-Every write is one merge patch (or create) whose keys are deterministic, so retrying a write is
-harmless, and writes are strictly ordered, so what is stored is always a prefix of what was
-appended: a crash loses at most the unsynced tail, never a record in the middle.
+Every write is one merge patch (or create) whose keys are deterministic, and writes are strictly
+ordered, so what is stored is always a prefix of what was appended: a crash loses at most the
+unsynced tail, never a record in the middle. What fits one chunk is written in one write, so
+records appended together (a turn's intents) are stored all or none.
+
+Writes are fenced: each carries the resourceVersion of the chunk as this writer last read or
+wrote it (a new chunk is a create, which fails when it exists; a full chunk is first sealed with
+a conditional write, as the context store does), so a second writer of the same transcript — a
+replica that was fenced but still runs, a stale owner, a context-store append racing a turn's
+first write — cannot interleave its records with this one's: whoever writes second gets
+`TranscriptFenced` and stops (a retried write of our own that did land is recognized and kept).
 
 Writes are pipelined: `append_*` only buffers, `flush_soon()` starts writing in the background
 (overlapping the next model call), and `sync()` waits until everything appended so far is
@@ -54,6 +68,8 @@ from typing import Any
 from lestrade.kube import Kube, api_path, is_conflict
 
 __all__ = [
+    "TranscriptFenced",
+    "SEAL_KEY",
     "DEFAULT_CHUNK_LIMIT",
     "TRANSCRIPT_LABEL",
     "CHUNK_LABEL",
@@ -69,11 +85,28 @@ TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"
 CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 
 _RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
+_RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
+
+SEAL_KEY = "sealed"
+"""In a transcript chunk no more records go to (not a record key: readers skip it)."""
+
+
+class TranscriptFenced(Exception):
+    """Another writer extended the transcript since this one read it: this writer must stop
+    (and whoever resumes reads the transcript again)."""
+
+
+def _resource_version(raw: bytes) -> str | None:
+    """metadata.resourceVersion of a ConfigMap answer, without decoding its (large) data:
+    the apiserver writes metadata first, and nothing before it holds that key."""
+    match = _RESOURCE_VERSION.search(raw, 0, 8192)
+    return match.group(1).decode() if match else None
 
 
 class RecordType(StrEnum):
     MESSAGE = "message"
     TOOL_STARTED = "tool_started"
+    TOOL_LAUNCHED = "tool_launched"
     TOOL_RESULT = "tool_result"
     APPROVAL_NEEDED = "approval_needed"
     DECISION = "decision"
@@ -88,6 +121,18 @@ class RecordType(StrEnum):
     emitted (`event`: emit, `type`, `fields`; the rlm mode's REPL events). Records a subagent
     writes carry the same three fields; its messages are its own history, never the main
     agent's."""
+
+
+def _is_opening(value: str) -> bool:
+    """A stored record (or part) that is a run's opening system or user message."""
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return False
+    return (
+        isinstance(record, dict) and record.get("t") == RecordType.MESSAGE
+        and (record.get("message") or {}).get("role") in ("system", "user")
+    )
 
 
 def _dumps(value: Any) -> str:
@@ -119,6 +164,8 @@ class TranscriptState:
     """The seq of each raw message's record."""
     started: set[str] = field(default_factory=set)
     """Tool call ids whose execution was about to start (intent recorded)."""
+    launched: set[str] = field(default_factory=set)
+    """Tool call ids that may have launched (and had an effect): never run again."""
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Decisions the run acted upon: call id -> {approved, reason, digest}."""
     compactions: list[dict[str, Any]] = field(default_factory=list)
@@ -138,6 +185,10 @@ class TranscriptState:
             self.message_seqs.append(seq)
         elif kind == RecordType.TOOL_STARTED:
             self.started.add(record["id"])
+            if not record.get("intent"):
+                self.launched.add(record["id"])
+        elif kind == RecordType.TOOL_LAUNCHED:
+            self.launched.add(record["id"])
         elif kind == RecordType.DECISION:
             self.decisions[record["id"]] = {
                 "approved": bool(record["approved"]),
@@ -219,6 +270,11 @@ class Transcript:
         self.chunks: list[str] = []
         self._chunk_bytes = 0
         self._chunk_exists = False
+        self._chunk_version: str | None = None
+        """resourceVersion of the last chunk as last read or written (the write precondition)."""
+        self._may_overwrite = True
+        """Until its first write, a writer that never loaded the transcript (a fresh run) may
+        write its opening records over those of an earlier attempt that stored nothing else."""
         self._pending: list[tuple[str, str]] = []
         self._lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
@@ -246,9 +302,14 @@ class Transcript:
         self.chunks = [cm["metadata"]["name"] for cm in items]
         self._stored_messages = len(self.state.messages)
         self.stored_records = len(self.state.records)
+        self._may_overwrite = False
         if datas:
             self._chunk_bytes = sum(len(k) + len(v) for k, v in datas[-1].items())
-            self._chunk_exists = True
+            self._chunk_version = items[-1]["metadata"].get("resourceVersion")
+            # A sealed chunk takes no more records (its sealer may have died before the next).
+            self._chunk_exists = SEAL_KEY not in datas[-1]
+            if not self._chunk_exists:
+                self._chunk_bytes = 0
         return self.state
 
     @property
@@ -278,9 +339,16 @@ class Transcript:
     def append_message(self, message: dict[str, Any]) -> int:
         return self.append(RecordType.MESSAGE, message=message)
 
-    def append_started(self, call_id: str, digest: str = "") -> None:
+    def append_started(self, call_id: str, digest: str = "", *, read_only: bool = False) -> None:
+        """The intent to run a call (stored before it runs; see `append_launched`)."""
         if call_id not in self.state.started:
-            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest)
+            extra = {"readOnly": True} if read_only else {}
+            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest, intent=True, **extra)
+
+    def append_launched(self, call_id: str, digest: str = "") -> None:
+        """A call that may have an effect launches now (store it before the call runs)."""
+        if call_id not in self.state.launched:
+            self.append(RecordType.TOOL_LAUNCHED, id=call_id, digest=digest)
 
     def append_decision(
         self, call_id: str, approved: bool, reason: str | None, digest: str | None = None
@@ -337,24 +405,81 @@ class Transcript:
     async def _write(self, entries: list[tuple[str, str]]) -> None:
         batch: dict[str, str] = {}
         batch_bytes = 0
+        total = sum(len(k) + len(v) for k, v in entries)
+        if self._chunk_bytes and self._chunk_bytes + total > self._limit and total <= self._limit:
+            # What fits in one chunk is stored in one write (a fresh chunk): records appended
+            # together, such as a turn's intents, are then stored all or none.
+            await self._seal()
         for key, value in entries:
             cost = len(key) + len(value)
             if self._chunk_bytes + batch_bytes + cost > self._limit and (
                 batch or self._chunk_bytes
             ):
                 await self._commit(batch)
-                self._chunk_exists, self._chunk_bytes = False, 0
+                await self._seal()
                 batch, batch_bytes = {}, 0
             batch[key] = value
             batch_bytes += cost
         await self._commit(batch)
+
+    async def _seal(self) -> None:
+        """Closes the last chunk to further records (conditionally, like every write), so the
+        next ones go to a new chunk and a writer still holding the old one's version fails."""
+        if self._chunk_exists and self.chunks:
+            await self._patch(self.chunks[-1], {SEAL_KEY: "true"})
+        self._chunk_exists, self._chunk_bytes = False, 0
+
+    async def _patch(self, name: str, data: dict[str, str], tries: int = 3) -> None:
+        """A merge patch of the chunk's data on the condition that nobody else wrote it since."""
+        body: dict[str, Any] = {"data": data}
+        if self._chunk_version is not None:
+            body["metadata"] = {"resourceVersion": self._chunk_version}
+        try:
+            self._chunk_version = await self._kube.patch(
+                f"{self._base}/{name}", body, parse=_resource_version
+            )
+        except Exception as exc:
+            if not is_conflict(exc):
+                raise
+            await self._recover(name, data, exc, tries - 1)
+        self._may_overwrite = False
+
+    async def _recover(self, name: str, data: dict[str, str], exc: Exception, tries: int = 3) -> None:
+        """A conditional write conflicted: fine if what it wrote is there (a retry of our own
+        write that had landed), or if the chunk holds nothing beyond what we know is stored
+        and a fresh run's opening records (written again, as a run that never read its
+        transcript may); anything else is another writer's: fenced."""
+        current = await self._kube.get(f"{self._base}/{name}")
+        stored = current.get("data") or {}
+        if all(stored.get(k) == v for k, v in data.items()):
+            self._chunk_version = current["metadata"].get("resourceVersion")
+            return
+        ours = max((self._record_number(k) for k in data), default=-1)
+        foreign = [
+            k for k, v in stored.items()
+            if data.get(k) != v and (k == SEAL_KEY or self._record_number(k) >= self.stored_records)
+        ]
+        beyond = [k for k in foreign if k == SEAL_KEY or self._record_number(k) > ours]
+        opening = all(_is_opening(stored[k]) for k in foreign)
+        if (foreign and not (self._may_overwrite and opening)) or beyond or tries <= 0:
+            raise TranscriptFenced(
+                f"transcript chunk {name} was written by someone else ({len(foreign)} record(s) "
+                "this writer did not store): another replica or writer owns this run now"
+            ) from exc
+        self._chunk_version = current["metadata"].get("resourceVersion")
+        await self._patch(name, data, tries)
+
+    @staticmethod
+    def _record_number(key: str) -> int:
+        match = _RECORD_KEY.match(key)
+        return int(match.group(1)) if match else -1
 
     async def _commit(self, batch: dict[str, str]) -> None:
         if not batch:
             return
         size = sum(len(k) + len(v) for k, v in batch.items())
         if self._chunk_exists:
-            await self._kube.patch(f"{self._base}/{self.chunks[-1]}", {"data": batch}, parse=False)
+            await self._patch(self.chunks[-1], batch)
         else:
             index = len(self.chunks)
             name = chunk_name(self._owner["name"], self._owner["uid"], index)
@@ -379,13 +504,14 @@ class Transcript:
                 "data": batch,
             }
             try:
-                await self._kube.create(self._base, body, parse=False)
+                self._chunk_version = await self._kube.create(self._base, body, parse=_resource_version)
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
-                # A retried create whose first attempt went through, or a chunk left by an
-                # earlier process: extending it with the same keys is harmless.
-                await self._kube.patch(f"{self._base}/{name}", {"data": batch}, parse=False)
+                # A retried create whose first attempt went through, a fresh run's opening
+                # records left by an earlier process, or another writer's chunk (fenced).
+                await self._recover(name, batch, exc)
+            self._may_overwrite = False
             self.chunks.append(name)
             self._chunk_exists = True
         self._chunk_bytes += size

@@ -20,6 +20,7 @@ __all__ = [
     "MessageAdded",
     "ModelMessage",
     "ToolStarted",
+    "ToolsStarting",
     "ToolResult",
     "Truncation",
     "ModelRetry",
@@ -65,7 +66,22 @@ class ToolStarted:
     description: str
     digest: str = ""
     """`sha256:` digest of the call's name and exact arguments (see `toolcalls.call_digest`)."""
+    read_only: bool = False
+    """The tool declares this call read-only: after a restart it is simply run again."""
     kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True)
+class ToolsStarting:
+    """The calls announced by the `ToolStarted` events just before start now, together.
+
+    Persist their intents (all of them, in one write) before asking for the next event: a
+    restart then finds either every intent of the turn or none. A call that may have an
+    effect is additionally announced to the `before_launch` hook of `Agent.run` right before
+    it launches (its "launched" mark); a read-only one is not, it is simply run again."""
+
+    call_ids: list[str]
+    kind: Literal["tools_starting"] = "tools_starting"
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,7 @@ AgentEvent = (
     MessageAdded
     | ModelMessage
     | ToolStarted
+    | ToolsStarting
     | ToolResult
     | TokenCount
     | ApprovalNeeded

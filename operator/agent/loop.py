@@ -53,7 +53,7 @@ from lestrade.operator.agent.toolcalls import (
     unresolved_calls,
     used_call_ids,
 )
-from lestrade.operator.agent.turn import StopRun, Turn
+from lestrade.operator.agent.turn import BeforeLaunch, StopRun, Turn
 from lestrade.operator.agent.window import (
     Compacted,
     compact,
@@ -106,6 +106,7 @@ class Agent:
         messages: list[dict[str, Any]],
         decisions: Mapping[str, Decision | Mapping[str, Any] | tuple[Any, ...]] | None = None,
         started_call_ids: Collection[str] = frozenset(),
+        before_launch: BeforeLaunch | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Drives `messages` on; ends with exactly one Answer, ApprovalNeeded or AgentError.
 
@@ -114,10 +115,13 @@ class Agent:
         reported for that call: a decision without it, or for other arguments, is not
         applied. Pass every decision the run ever acted upon and every call id that ever
         started: their ids are never handed out again. `started_call_ids` of the last turn
-        are reported, never re-run.
+        (calls that may have launched) are reported as "outcome unknown", never re-run,
+        unless the tool declares the call read-only: that one runs again.
+        `before_launch` is awaited right before a call that is not read-only launches (the
+        operator stores its "launched" mark there).
         """
         normalized = {str(k): Decision.of(v) for k, v in (decisions or {}).items()}
-        run = _Run(self, messages, normalized, frozenset(started_call_ids))
+        run = _Run(self, messages, normalized, frozenset(started_call_ids), before_launch)
         async for event in run.events():
             yield event
 
@@ -131,8 +135,10 @@ class _Run:
         messages: list[dict[str, Any]],
         decisions: dict[str, Decision],
         started: frozenset[str],
+        before_launch: BeforeLaunch | None = None,
     ) -> None:
         self.agent = agent
+        self.before_launch = before_launch
         self.limits = agent.limits
         self.settings = agent.model.settings
         self.model_name = agent.model.litellm_model
@@ -187,6 +193,7 @@ class _Run:
             deadline=self.deadline,
             output_budget=int(self.agent.context.input_budget * self.limits.tool_output_ratio),
             model=self.model_name,
+            before_launch=self.before_launch,
         )
 
     async def _steps(self) -> AsyncIterator[AgentEvent]:

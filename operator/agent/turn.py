@@ -2,17 +2,20 @@
 
 Every call is first decided: unknown tool, broken arguments, refused by the loop guard, needs
 approval, approved or denied by the user (a decision counts only when its digest matches the
-call's name and arguments), interrupted by a crash (started before, outcome
-unknown), or run. The calls to run are announced with `ToolStarted` *before* any of them starts
-(so a consumer that persists each event before asking for the next has recorded them), then run
-together under the tool and run timeouts. Results are added to the conversation in the order the
-model asked. Calls that need a decision are left without a result and the turn pauses.
+call's name and arguments), interrupted by a crash (launched before: outcome unknown, unless
+the tool declares the call read-only, which is then simply run again), or run. The calls to run
+are announced with `ToolStarted` and then `ToolsStarting` *before* any of them starts (a consumer
+that persists them before asking for the next event stores the whole turn's intents in one
+write), then run together under the tool and run timeouts; a call that may have an effect is
+first passed to `before_launch` (the consumer stores its "launched" mark), read-only calls launch
+at once. Results are added to the conversation in the order the model asked. Calls that need a
+decision are left without a result and the turn pauses.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,7 @@ from lestrade.operator.agent.events import (
     MessageAdded,
     PendingApproval,
     ToolResult,
+    ToolsStarting,
     ToolStarted,
     Truncation,
 )
@@ -31,12 +35,16 @@ from lestrade.operator.agent.toolcalls import Call, Decision, describe, execute,
 from lestrade.operator.agent.window import truncate_tool_output
 from lestrade.operator.tools.base import Tool, ToolOutput, ToolRegistry
 
-__all__ = ["StopRun", "Turn", "OUTCOME_UNKNOWN", "DECISION_MISMATCH"]
+__all__ = ["StopRun", "Turn", "OUTCOME_UNKNOWN", "DECISION_MISMATCH", "BeforeLaunch"]
 
 OUTCOME_UNKNOWN = (
     "Outcome unknown: the operator restarted while this ran; it was not re-run. Check its "
     "effect before calling it again."
 )
+
+BeforeLaunch = Callable[[Call], Awaitable[None]]
+"""Called right before a call that may have an effect launches; the call waits for it (and
+does not run if it raises)."""
 
 
 DECISION_MISMATCH = (
@@ -71,6 +79,7 @@ class Turn:
         deadline: float | None,
         output_budget: int,
         model: str,
+        before_launch: BeforeLaunch | None = None,
     ) -> None:
         self.registry = registry
         self.limits = limits
@@ -79,6 +88,7 @@ class Turn:
         self.deadline = deadline
         self.output_budget = max(output_budget, 16)
         self.model = model
+        self.before_launch = before_launch
         self.pending: list[PendingApproval] = []
         self.outputs: list[str] = []
         self.truncations: list[Truncation] = []
@@ -104,7 +114,7 @@ class Turn:
         started: Collection[str],
     ) -> _Decided | None:
         """A result decided without running, "pending", or None (run it)."""
-        if call.id in started:
+        if call.id in started and not self.registry.is_read_only(call.name, call.params):
             return _Decided("error", OUTCOME_UNKNOWN)
         if tool is None:
             known = ", ".join(t.name for t in self.registry.enabled_tools())
@@ -133,8 +143,13 @@ class Turn:
             )
         return None
 
+    async def _launch(self, call: Call, tool: Tool) -> ToolOutput:
+        if self.before_launch is not None and not self.registry.is_read_only(call.name, call.params):
+            await self.before_launch(call)
+        return await execute(tool, call.params or {}, self.limits.tool_timeout, call)
+
     async def _run_all(self, work: list[tuple[Call, Tool]]) -> list[ToolOutput]:
-        jobs = [execute(tool, call.params or {}, self.limits.tool_timeout, call) for call, tool in work]
+        jobs = [self._launch(call, tool) for call, tool in work]
         try:
             async with asyncio.timeout_at(self.deadline):
                 return list(await asyncio.gather(*jobs))
@@ -168,8 +183,11 @@ class Turn:
                 work.append((call, tool))
         for call, tool in work:
             yield ToolStarted(
-                call.id, call.name, call.params or {}, describe(tool, call), call.digest
+                call.id, call.name, call.params or {}, describe(tool, call), call.digest,
+                read_only=self.registry.is_read_only(call.name, call.params),
             )
+        if work:
+            yield ToolsStarting([call.id for call, _ in work])
         ran = dict(zip((c.id for c, _ in work), await self._run_all(work), strict=True))
         for call in calls:
             tool = tools[call.id]

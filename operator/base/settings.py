@@ -144,6 +144,9 @@ class OperatorSettings:
     every run reads with the cluster-wide tools account, as before tenancy existed."""
     tools_read_role: str = "lestrade-tools-read"
     """The read-only ClusterRole the per-scope accounts are bound to, per namespace."""
+    scope_identity_idle: float = 24 * 3600.0
+    """Seconds without a run after which a per-scope account and its RoleBindings are deleted
+    (`tenancy/scope_identity.py`; the next run of that scope makes them again)."""
     scope_policy: str | None = None
     """`namespace/name` of the ConfigMap with the cluster admin's scope grants (scopes.py)."""
     metrics_port: int = 0
@@ -179,6 +182,14 @@ class OperatorSettings:
     lease_renew_interval: float = 3.0
     """Seconds between renewals (and looks at the others' Leases): several tries fit in the
     deadline, so one slow request does not fence a healthy replica."""
+    select_idle_conversations: bool = True
+    """Kopf watches only Conversations with something to answer (`runs/idle.py`); idle ones are
+    labelled and leave the operator's memory (not in Job mode, which keeps full watches)."""
+    warm_model_client: bool = True
+    """Import litellm and prepare the configured models' client at start, in the background
+    (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
+    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
+    defers it to the first run."""
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
@@ -224,10 +235,13 @@ class OperatorSettings:
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
             "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
             "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
+            "scope_identity_idle": parse_duration(env.get("LESTRADE_SCOPE_IDENTITY_IDLE", "24h")),
             "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
             "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
             "spend_ledger_namespace": _own_namespace(env),
             "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+            "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
+            "select_idle_conversations": _flag(env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS", "true")),
             "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),

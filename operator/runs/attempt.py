@@ -8,10 +8,14 @@ resource's view and its `Projection`. It is resumable by construction: it always
 what the transcript holds, and it writes to the transcript before anything irreversible
 happens:
 
-- the model's answer (the assistant message) and the intent to run each tool call are stored
-  before the tool runs, so a restart neither asks the model again for a turn it already took
-  nor runs a tool call that may already have had its effect (the engine reports such a call to
-  the model as "outcome unknown");
+- the model's answer (the assistant message) and the intents to run the turn's tool calls are
+  stored (in one write) before any tool runs, so a restart never asks the model again for a
+  turn it already took;
+- a call that may have an effect is marked "launched" right before it launches, so a restart
+  never runs it a second time (the engine reports it to the model as "outcome unknown"; if a
+  person had approved it, status and a Warning Event say so and how to approve it again),
+  while a call whose intent was stored but that never launched runs after the restart, once;
+  a call the tool declares read-only is simply run again, and the model gets its result;
 - the decisions the run acts on are stored before the approved calls run, so the call that
   runs is always the stored one, exactly as the model asked;
 - status milestones are written only after the transcript they describe is stored, and every
@@ -39,9 +43,10 @@ from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.loop import Agent
 from lestrade.operator.agent.model import ModelCallError, load_litellm
 from lestrade.operator.agent.prompts import DEFAULT_SECTIONS, InvestigationRequest, PromptConfig
-from lestrade.operator.agent.toolcalls import parse_arguments, unresolved_calls
+from lestrade.operator.agent.toolcalls import Call, parse_arguments, unresolved_calls
 from lestrade.operator.agent.tracing import fail as span_failed
 from lestrade.operator.agent.tracing import tracer
+from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 from lestrade.operator.base import metrics
 from lestrade.operator.base.budgets import BUDGET_STOPS, run_budget_passed
 from lestrade.operator.base.engine import Engine
@@ -56,7 +61,7 @@ from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_pol
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
-from lestrade.runs.transcript import RecordType, Transcript
+from lestrade.runs.transcript import RecordType, Transcript, TranscriptFenced
 from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
 from lestrade.timefmt import now_iso, parse_time, to_iso
 
@@ -71,6 +76,9 @@ class Outcome(StrEnum):
     DONE = "Done"
     FAILED = "Failed"
     AWAITING_APPROVAL = "AwaitingApproval"
+    FENCED = "Fenced"
+    """Another writer extended the transcript: this attempt stopped without writing status
+    (whoever runs the object next resumes from the transcript)."""
 
 
 def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> StatusWriter:
@@ -127,6 +135,8 @@ class _Attempt:
         self.policy: ScopePolicy | None = None
         self.harness: HarnessSession | None = None
         """A harness session's gate, watch and subagents (`spec.harness`)."""
+        self.lost_approvals: list[str] = []
+        """Approved calls whose outcome a restart made unknown: what a person must be told."""
 
     @property
     def state(self) -> Any:
@@ -138,6 +148,8 @@ class _Attempt:
         self.projection.progress(self.state, message)
 
     async def _fail(self, reason: str, message: str) -> Outcome:
+        if self.lost_approvals:
+            message += ". " + self._lost_approvals_note()
         self.transcript.append(RecordType.ERROR, reason=reason, message=message, at=now_iso())
         await self._sync()
         return await fail(self.projection, self.recorder, reason, message, self.state, self.started)
@@ -147,6 +159,11 @@ class _Attempt:
     async def run(self) -> Outcome:
         try:
             return await self._run()
+        except TranscriptFenced as exc:
+            # A stale owner must not write status either: its view of the run is out of date.
+            self.writer.discard()
+            logger.warning("%s %s/%s stopped: %s", self.view.kind, self.ref.namespace, self.ref.name, exc)
+            return Outcome.FENCED
         finally:
             if self.harness is not None:
                 await self.harness.aclose()
@@ -351,15 +368,16 @@ class _Attempt:
         self.writer.set(transcript=self.transcript.reference())
 
     def _started(self) -> frozenset[str]:
-        """Calls that may have had their effect (reported as "outcome unknown", never re-run).
-        In a harness session a call is stored as started before its gate decides, so one
-        without an approving decision never ran: it goes through the gate again (a relay
-        answered while the operator was down is then taken from spec.decisions). Read before
-        `_take_decisions` records such an answer."""
+        """Calls that may have had their effect (reported as "outcome unknown", never re-run,
+        unless read-only): those marked launched. A call with only its intent stored never
+        launched and runs again. In a harness session a call is marked before its gate
+        decides, so one without an approving decision never ran: it goes through the gate
+        again (a relay answered while the operator was down is then taken from
+        spec.decisions). Read before `_take_decisions` records such an answer."""
         state = self.state
         if self.harness is None:
-            return frozenset(state.started)
-        return frozenset(i for i in state.started if (state.decisions.get(i) or {}).get("approved"))
+            return frozenset(state.launched)
+        return frozenset(i for i in state.launched if (state.decisions.get(i) or {}).get("approved"))
 
     def _usage(self) -> tuple[int, float]:
         """(tokens, cost) of this run or turn so far, subagents included."""
@@ -481,7 +499,9 @@ class _Attempt:
     ) -> Outcome:
         transcript, meter = self.transcript, self.meter
         assert meter is not None
-        stream = agent.run(messages, decisions=decisions, started_call_ids=started)
+        stream = agent.run(
+            messages, decisions=decisions, started_call_ids=started, before_launch=self._launching
+        )
         try:
             async for event in stream:
                 match event:
@@ -502,13 +522,17 @@ class _Attempt:
                             else f"Step {steps}: writing the answer"
                         )
                     case ev.ToolStarted():
-                        # The intent (and the model turn before it) must be stored first.
-                        transcript.append_started(event.call_id, event.digest)
-                        await self._sync()
+                        transcript.append_started(event.call_id, event.digest, read_only=event.read_only)
                         meter.tool_started(event.call_id, event.name)
                         self._progress(event.description or event.name)
+                    case ev.ToolsStarting():
+                        # Every intent of the turn (and the model turn before them) is stored,
+                        # in one write, before any of its calls runs.
+                        await self._sync()
                         self.writer.set(transcript=transcript.reference())
                     case ev.ToolResult(status=status) if status != "approval_required":
+                        if event.output == OUTCOME_UNKNOWN:
+                            self._outcome_unknown(event)
                         transcript.append(
                             RecordType.TOOL_RESULT, id=event.call_id, name=event.name,
                             status=status, description=event.description, digest=event.digest,
@@ -564,6 +588,37 @@ class _Attempt:
             await stream.aclose()  # type: ignore[attr-defined]
         return await self._fail("EngineStopped", "the agent stopped without an answer")
 
+    async def _launching(self, call: Call) -> None:
+        """Right before a call that may have an effect launches: its mark is stored, so a
+        restart never runs it again (and one without the mark runs after a restart)."""
+        self.transcript.append_launched(call.id, call.digest)
+        await self._sync()
+
+    def _outcome_unknown(self, event: ev.ToolResult) -> None:
+        """A call that may have run before a restart is reported as such; if a person had
+        approved it, they are told (Warning Event, and the run's final status message) that it
+        may not have taken effect, and how to approve it again."""
+        decision = self.state.decisions.get(event.call_id) or {}
+        if not decision.get("approved"):
+            return
+        what = f"{event.call_id} ({event.description or event.name})"
+        self.lost_approvals.append(what)
+        message = self._lost_approvals_note()
+        self._progress(message)
+        self.recorder.post("ApprovedActionOutcomeUnknown", message, "Warning")
+
+    def _lost_approvals_note(self) -> str:
+        if not self.lost_approvals:
+            return ""
+        example = json.dumps({"spec": {"decisions": {"NEW_CALL_ID": {"approved": True}}}})
+        return (
+            f"Approved action(s) may not have taken effect: {', '.join(self.lost_approvals)}: "
+            "the operator restarted while they ran, so they were not run again. Check whether "
+            "the change happened. The model was told; if it asks for the action again, approve "
+            f"the new call with: kubectl patch {self.ref.short_name} {self.ref.name} "
+            f"-n {self.ref.namespace} --type merge -p '{example}'"
+        )
+
     async def _budget_stop(self, tokens: int, cost: float) -> tuple[str, str] | None:
         """After a model call: its spend goes to the namespace's ledger; then, unless the call
         was the final answer (already paid for, so it is kept), the reason to stop if the
@@ -599,6 +654,8 @@ class _Attempt:
             + f". Approve with: kubectl patch {self.ref.short_name} {self.ref.name} "
             f"-n {self.ref.namespace} --type merge -p '{example}' (approved: false denies)"
         )
+        if self.lost_approvals:
+            message += ". " + self._lost_approvals_note()
         self.projection.awaiting(self.state, message, self.transcript.reference())
         metrics.run_ended(self.view.kind, "AwaitingApproval", self.started)
         self.recorder.post("ApprovalRequired", message)  # before the write: see `fail`
@@ -620,6 +677,8 @@ class _Attempt:
             message, reason = f"Investigation complete after {counts}", "Succeeded"
         if self.demo:
             message += " (built-in demo model: scripted, not an AI)"
+        if self.lost_approvals:
+            message += ". " + self._lost_approvals_note()
         self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
         spec = self.view.spec
         max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps

@@ -11,7 +11,8 @@ go with their owner by garbage collection; schedules and alert routes list their
 
 Job mode keeps the full watch: Kopf removes its finalizer from a run's object when the daemon's
 filter stops matching, which it can only see if it still receives the finished object.
-Conversations are never finished (a turn can always be appended), so they are watched whole.
+Conversations are never finished (a turn can always be appended), so the operator labels the
+idle ones and Kopf's watch leaves them out by a label selector (`idle.py`).
 The initial lists are read in pages (`LIST_CHUNK`), so a start never holds one huge answer.
 
 The selector needs this version's CRD (`selectableFields`); with an older one the apiserver
@@ -26,7 +27,8 @@ import logging
 import kopf
 
 from lestrade.kube import Kube, api_path
-from lestrade.resources.constants import GROUP, INVESTIGATION_PLURAL
+from lestrade.operator.runs.idle import IDLE_SELECTOR
+from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL
 from lestrade.resources.investigation import UNFINISHED_SELECTOR
 
 __all__ = ["LIST_CHUNK", "configure_selection", "crd_selects_phase"]
@@ -53,9 +55,12 @@ async def crd_selects_phase(kube: Kube, crd: str = f"{INVESTIGATION_PLURAL}.{GRO
 
 
 def configure_selection(
-    settings: kopf.OperatorSettings, *, job_mode: bool, selectable: bool = True
+    settings: kopf.OperatorSettings, *, job_mode: bool, selectable: bool = True,
+    idle_conversations: bool = True,
 ) -> None:
     """Server-side selection (when the CRD allows it) and paged lists for Kopf's watches."""
     settings.watching.chunk_size = LIST_CHUNK
     if selectable and not job_mode:
         settings.watching.field_selectors[GROUP, INVESTIGATION_PLURAL] = UNFINISHED_SELECTOR
+    if idle_conversations and not job_mode:
+        settings.watching.label_selectors[GROUP, CONVERSATION_PLURAL] = IDLE_SELECTOR

@@ -34,7 +34,8 @@ from lestrade.kube import resource_path
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.base.metrics import APPROVALS
 from lestrade.operator.base.recorder import EventRecorder
-from lestrade.operator.runs.attempt import fail, run_attempt, writer_for
+from lestrade.operator.runs.attempt import Outcome, fail, run_attempt, writer_for
+from lestrade.operator.runs.idle import mark_idle
 from lestrade.operator.runs.jobs import JobRounds
 from lestrade.operator.status.projection import ConversationProjection, projection_for
 from lestrade.runs.transcript import RecordType, Transcript
@@ -47,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 CONDITION_DECISIONS_ACCEPTED = "DecisionsAccepted"
 
+
+FENCED_PAUSE = 1.0
+"""Seconds an object whose attempt was fenced waits (unless it changes) before the next one."""
 
 GONE_MEMORY = 60.0
 """Seconds a deletion mark waits for a daemon about to start (it starts within a moment)."""
@@ -163,6 +167,8 @@ class Supervisor:
                 APPROVALS.forget(view.ref.uid)  # settled otherwise (timeout, failure)
             if not view.has_work():
                 if isinstance(view, ConversationView):
+                    if settings.select_idle_conversations and not settings.job_mode:
+                        await mark_idle(self.engine.kube, view)  # it leaves Kopf's watch (idle.py)
                     await feed.wait()  # Kopf stops this daemon until a turn is appended
                     continue
                 return
@@ -196,6 +202,10 @@ class Supervisor:
                     outcome, written = await self.jobs.run_round(view, body, feed, recorder)
                 else:
                     outcome, written = await run_attempt(self.engine, view.body)  # type: ignore[assignment]
+            if outcome == Outcome.FENCED:
+                # Someone else wrote the transcript: look again once the object changes (or
+                # after a moment), from the transcript as it is then.
+                await wait_for(feed, time.time() + FENCED_PAUSE)
             # Its status write may not have reached the watch yet; continue from the stored
             # object so a pause (or the end) is never mistaken for "still runnable".
             latest = written or await self.engine.kube.get(_path(view))

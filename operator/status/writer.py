@@ -164,6 +164,11 @@ class StatusWriter:
                     raise
         self._schedule()
 
+    def discard(self) -> None:
+        """Forgets the changes not sent yet (a writer that lost its run must not send them)."""
+        self._dirty.clear()
+        self._urgent = False
+
     async def close(self) -> None:
         """Stops background sending (what is unsent stays unsent)."""
         if self._timer is not None:

@@ -11,8 +11,12 @@ What the operator needs for this (the chart grants exactly that): create Service
 tokens in the scopes namespace, create RoleBindings, and `bind` on the read-only ClusterRole
 alone — so it can hand out nothing but read access that is never Secrets.
 
-Accounts and bindings are kept (one per distinct scope, reused by every run with that scope);
-tokens are short-lived and minted per process.
+Accounts and bindings are kept (one per distinct scope, reused by every run with that scope)
+while runs use them: every use stamps the account's `lestrade.dev/last-used` annotation (at most
+once per tenth of the idle time, so a burst of runs does not write it each time), and
+`collect_unused` deletes an account and its RoleBindings once nobody has used it for `idle`
+seconds (the next run of that scope makes it again). Tokens are short-lived and minted per
+process.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
+from datetime import UTC, datetime
 
 from kubernetes import client as k8s
 
@@ -31,6 +37,11 @@ __all__ = ["ScopeIdentities", "scope_account_name", "SCOPE_LABEL"]
 logger = logging.getLogger(__name__)
 
 SCOPE_LABEL = "lestrade.dev/tools-scope"
+LAST_USED_ANNOTATION = "lestrade.dev/last-used"
+NAMESPACES_ANNOTATION = "lestrade.dev/namespaces"
+DEFAULT_IDLE = 24 * 3600.0
+"""Seconds without a run before a scope's account goes: far longer than a run (whose tools hold
+a token of the account for up to its timeout) so none loses its identity mid-run."""
 
 
 def scope_account_name(namespaces: list[str]) -> str:
@@ -42,7 +53,7 @@ class ScopeIdentities:
     """Mints (and caches) the identity of each scope, with the operator's client."""
 
     def __init__(self, operator: k8s.ApiClient, scopes_namespace: str, read_role: str,
-                 cluster: ToolsIdentity | None) -> None:
+                 cluster: ToolsIdentity | None, *, idle: float = DEFAULT_IDLE) -> None:
         self.operator = operator
         self.scopes_namespace = scopes_namespace
         self.read_role = read_role
@@ -50,31 +61,107 @@ class ScopeIdentities:
         self._core = k8s.CoreV1Api(operator)
         self._rbac = k8s.RbacAuthorizationV1Api(operator)
         self._lock = threading.Lock()
+        self._scope_locks: dict[str, threading.Lock] = {}
         self._identities: dict[str, ToolsIdentity] = {}
+        self._incomplete: set[str] = set()
+        """Scopes with a namespace that did not exist yet: their bindings are tried again."""
+        self.idle = idle
+        self._stamped: dict[str, float] = {}
+        """Scope -> monotonic time its account's last-used annotation was last written."""
 
     def for_scope(self, scope: RunScope) -> ToolsIdentity | None:
-        """The identity the run's tools use; None only for a cluster scope without a tools account."""
+        """The identity the run's tools use; None only for a cluster scope without a tools account.
+
+        Made once per process and scope: the first run of a scope creates it under that
+        scope's lock while the others wait (runs of other scopes do not)."""
         if scope.cluster:
             if self.cluster is not None:
                 self.cluster.refresh()
             return self.cluster
         name = scope_account_name(scope.namespaces)
+        try:
+            return self._for_scope(name, scope)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+            # Collected by another replica since this one cached it: made again.
+            with self._lock:
+                identity = self._identities.pop(name, None)
+                self._stamped.pop(name, None)
+            if identity is not None:
+                identity.close()
+            return self._for_scope(name, scope)
+
+    def _for_scope(self, name: str, scope: RunScope) -> ToolsIdentity:
         with self._lock:
+            scope_lock = self._scope_locks.setdefault(name, threading.Lock())
+        with scope_lock:
             identity = self._identities.get(name)
-            if identity is None:
+            if identity is None or name in self._incomplete:
+                # A namespace created since the last try gets its binding now.
                 complete = self._ensure(name, scope.namespaces)
-                identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
-                if complete:  # else a namespace created later gets its binding next time
+                if identity is None:
+                    identity = ToolsIdentity(self.operator, self.scopes_namespace, name)
                     self._identities[name] = identity
+                (self._incomplete.discard if complete else self._incomplete.add)(name)
+            self._stamp(name)
         identity.refresh()
         return identity
+
+    def _stamp(self, name: str) -> None:
+        """Marks the account used now (what `collect_unused` goes by), throttled."""
+        now = time.monotonic()
+        if now - self._stamped.get(name, float("-inf")) < self.idle / 10:
+            return
+        patch = {"metadata": {"annotations": {LAST_USED_ANNOTATION: _now()}}}
+        self._core.patch_namespaced_service_account(name, self.scopes_namespace, patch)
+        self._stamped[name] = now
+
+    def collect_unused(self) -> list[str]:
+        """Deletes the accounts (and their RoleBindings) no run used for `idle` seconds;
+        returns their names. Each is deleted under its scope's lock, so a run of that scope
+        either got it before (and stamped it) or makes it again after."""
+        found = self._core.list_namespaced_service_account(
+            self.scopes_namespace, label_selector=SCOPE_LABEL
+        ).items
+        removed = []
+        for account in found:
+            name = account.metadata.name
+            with self._lock:
+                scope_lock = self._scope_locks.setdefault(name, threading.Lock())
+            with scope_lock:
+                try:
+                    current = self._core.read_namespaced_service_account(name, self.scopes_namespace)
+                except k8s.ApiException as exc:
+                    if exc.status == 404:
+                        continue
+                    raise
+                annotations = current.metadata.annotations or {}
+                used = _parse(annotations.get(LAST_USED_ANNOTATION)) or current.metadata.creation_timestamp
+                if used is not None and (datetime.now(UTC) - used).total_seconds() < self.idle:
+                    continue
+                self._delete(name, current, annotations)
+                removed.append(name)
+        return removed
+
+    def _delete(self, name: str, account: k8s.V1ServiceAccount, annotations: dict[str, str]) -> None:
+        for namespace in filter(None, annotations.get(NAMESPACES_ANNOTATION, "").split(",")):
+            _gone(self._rbac.delete_namespaced_role_binding, f"lestrade-{name}", namespace)
+        # Only the account read above: one made again meanwhile is another object.
+        _gone(self._core.delete_namespaced_service_account, name, self.scopes_namespace,
+              body=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=account.metadata.uid)))
+        identity = self._identities.pop(name, None)
+        self._stamped.pop(name, None)
+        if identity is not None:
+            identity.close()
+        logger.info("removed the unused tools identity %s/%s", self.scopes_namespace, name)
 
     def _ensure(self, name: str, namespaces: list[str]) -> bool:
         """Creates the account and its bindings; False when a namespace does not exist yet."""
         labels = {SCOPE_LABEL: name, "app.kubernetes.io/managed-by": "lestrade-operator"}
         account = k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(
             name=name, labels=labels,
-            annotations={"lestrade.dev/namespaces": ",".join(sorted(namespaces))},
+            annotations={NAMESPACES_ANNOTATION: ",".join(sorted(namespaces)), LAST_USED_ANNOTATION: _now()},
         ), automount_service_account_token=False)
         _created(self._core.create_namespaced_service_account, self.scopes_namespace, account)
         complete = True
@@ -96,8 +183,29 @@ class ScopeIdentities:
         return complete
 
     def close(self) -> None:
-        for identity in self._identities.values():
+        with self._lock:
+            identities, self._identities = list(self._identities.values()), {}
+        for identity in identities:
             identity.close()
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(value: str | None) -> datetime | None:
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if value else None
+    except ValueError:
+        return None
+
+
+def _gone(delete, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    try:
+        delete(*args, **kwargs)
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
 
 
 def _created(create, *args) -> None:  # type: ignore[no-untyped-def]

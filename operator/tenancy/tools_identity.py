@@ -52,6 +52,13 @@ class ToolsIdentity:
         self._renew_at = 0.0
         self.folder = Path(tempfile.mkdtemp(prefix="lestrade-tools-id-"))  # 0700
         atexit.register(shutil.rmtree, self.folder, True)  # the token does not outlive us
+        try:
+            self._set_up(operator)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)  # a failed start leaves no folder
+            raise
+
+    def _set_up(self, operator: k8s.ApiClient) -> None:
         self.kubeconfig = self.folder / "kubeconfig"
         self.workdir = self.folder / "work"
         self.workdir.mkdir(mode=0o700)

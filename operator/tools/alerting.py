@@ -237,4 +237,4 @@ def alerting_toolset(prometheus_url: str | None = None, alertmanager_url: str | 
                          schema(None, include_expired={"type": "boolean"}), view.alertmanager_silences,
                          lambda p: "alertmanager silences"),
         ]
-    return Toolset(name="alerting", tools=tools, instructions=_INSTRUCTIONS, enabled=bool(tools))
+    return Toolset(name="alerting", tools=tools, instructions=_INSTRUCTIONS, enabled=bool(tools), read_only=True)

@@ -4,6 +4,13 @@ A tool is a named, JSON-schema-described async function that returns text a mode
 Whether a call may run unattended is the tool's own decision (`needs_approval`), because only
 the tool knows which of its inputs are safe (a read-only bash pipeline vs. `rm`). The loop never
 runs a call that needs approval until a decision approves that exact stored call.
+
+Whether a call is *read-only* (has no effect outside the run, so running it twice is harmless)
+is also the tool's own word: a tool says so with a `read_only` attribute (a bool, or a function
+of the call's parameters, as for bash, where only the unattended commands are reads), or its
+toolset says it for all its tools. After a restart, a read-only call whose result was not
+stored is simply run again; any other call that may have started is reported as "outcome
+unknown". Nothing is read-only unless declared so.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["ToolStatus", "ToolOutput", "Tool", "Toolset", "ToolRegistry"]
+__all__ = ["ToolStatus", "ToolOutput", "Tool", "Toolset", "ToolRegistry", "declared_read_only"]
 
 ToolStatus = Literal["success", "error", "no_data"]
 
@@ -54,6 +61,18 @@ class Toolset:
     tools: list[Tool]
     instructions: str = ""
     enabled: bool = True
+    read_only: bool = False
+    """Every tool of the set only reads (see the module docstring); a tool may say so itself."""
+
+
+def declared_read_only(tool: Tool, params: dict[str, Any]) -> bool:
+    """The tool's own `read_only` declaration for this call (False when it makes none, or
+    when its check fails: in doubt a call is treated as one that may have an effect)."""
+    flag = getattr(tool, "read_only", False)
+    try:
+        return bool(flag(params)) if callable(flag) else flag is True
+    except Exception:
+        return False
 
 
 @dataclass
@@ -65,6 +84,19 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return next((t for t in self.enabled_tools() if t.name == name), None)
+
+    def is_read_only(self, name: str, params: dict[str, Any] | None) -> bool:
+        """Whether a call of the enabled tool `name` with `params` only reads (a read-only
+        toolset's tools, or a tool that declares the call read-only); unparsed arguments never."""
+        if params is None:
+            return False
+        for toolset in self.toolsets:
+            if not toolset.enabled:
+                continue
+            for tool in toolset.tools:
+                if tool.name == name:
+                    return toolset.read_only or declared_read_only(tool, params)
+        return False
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style tool definitions, as litellm takes them."""

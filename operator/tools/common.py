@@ -139,6 +139,8 @@ class FunctionTool:
     max_chars: int = MAX_OUTPUT_CHARS
     keep: str = "head"
     extra: dict[str, Any] = field(default_factory=dict)
+    read_only: bool | Callable[[dict[str, Any]], bool] = False
+    """Whether a call only reads (safe to run again after a restart); see `tools.base`."""
 
     def needs_approval(self, params: dict[str, Any]) -> bool:
         try:

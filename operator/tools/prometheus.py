@@ -289,4 +289,4 @@ def prometheus_toolset(url: str, *, headers: dict[str, str] | None = None, timeo
     instructions = _INSTRUCTIONS
     if scope is not None:
         instructions += "\n" + _SCOPED.format(label=scope.label, namespaces=", ".join(scope.namespaces))
-    return Toolset(name="prometheus", tools=tools, instructions=instructions)
+    return Toolset(name="prometheus", tools=tools, instructions=instructions, read_only=True)

@@ -156,4 +156,4 @@ def runbooks_toolset(runbook_dirs: list[str | Path] | None = None, *, api_client
         schema(None, name={"type": "string"}), catalog.fetch,
         lambda p: f"fetch runbook {p.opt_str('name') or '(list)'}",
     )
-    return Toolset(name="runbooks", tools=[tool], instructions=instructions)
+    return Toolset(name="runbooks", tools=[tool], instructions=instructions, read_only=True)

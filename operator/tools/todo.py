@@ -93,4 +93,5 @@ def todo_toolset(state: TodoState | None = None) -> Toolset:
         name="todo",
         tools=[tool],
         instructions="For multi-step investigations, keep a plan with TodoWrite and update statuses as you go.",
+        read_only=True,  # the plan lives in the run's memory only: writing it again is harmless
     )

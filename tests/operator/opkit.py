@@ -38,6 +38,7 @@ __all__ = [
     "PLURAL",
     "EFFECT_LABEL",
     "PROBE_LABEL",
+    "READ_LABEL",
     "OperatorThread",
     "OperatorProcess",
     "test_registry",
@@ -58,6 +59,7 @@ __all__ = [
 GROUP, VERSION, PLURAL = "lestrade.dev", "v1alpha1", "investigations"
 EFFECT_LABEL = "lestrade.test/effect"
 PROBE_LABEL = "lestrade.test/probe"
+READ_LABEL = "lestrade.test/read"
 HERE = Path(__file__).parent
 
 
@@ -136,12 +138,51 @@ class SlowProbe:
         return ToolOutput(status="success", data=f"probe {params['tag']}: all good")
 
 
+@dataclass
+class ReadProbe:
+    """A read the tool declares read-only (its toolset does), so a restart runs it again.
+
+    Each execution leaves one labelled ConfigMap (so a test can count them); only the first
+    execution for a tag waits `seconds` (a kill lands while it waits; the run after the
+    restart then answers at once)."""
+
+    api_client: k8s.ApiClient
+    name: str = "read_probe"
+    description: str = "Read something (read-only)."
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "namespace": {"type": "string"},
+                "tag": {"type": "string"},
+                "seconds": {"type": "number"},
+            },
+            "required": ["namespace", "tag"],
+        }
+    )
+
+    def needs_approval(self, params: dict[str, Any]) -> bool:
+        return False
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return f"read probe {params.get('tag')}"
+
+    async def run(self, params: dict[str, Any]) -> ToolOutput:
+        namespace, tag = params["namespace"], params["tag"]
+        earlier = await asyncio.to_thread(count_effects, self.api_client, namespace, READ_LABEL, tag)
+        await asyncio.to_thread(_marker, self.api_client, namespace, READ_LABEL, tag)
+        if not earlier:
+            await asyncio.sleep(float(params.get("seconds") or 0))
+        return ToolOutput(status="success", data=f"read {tag}: 3 pods ready")
+
+
 def test_registry(api_client: k8s.ApiClient) -> ToolRegistry:
-    """The read-only Kubernetes tools plus the two test tools."""
+    """The read-only Kubernetes tools plus the test tools (`read_probe` declared read-only)."""
     return ToolRegistry(
         [
             kubernetes_toolset(api_client),
             Toolset("test-actions", [ApplyFix(api_client), SlowProbe(api_client)]),
+            Toolset("test-reads", [ReadProbe(api_client)], read_only=True),
         ]
     )
 

@@ -18,6 +18,7 @@ from opkit import (
     OperatorProcess,
     count_effects,
     create_inv,
+    events_for,
     patch_decisions,
     phase_is,
     transcript_messages,
@@ -158,6 +159,13 @@ def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
     state, _ = transcript_messages(api_client, done)
     (result,) = [m for m in state.messages if m["role"] == "tool"]
     assert result["content"] == OUTCOME_UNKNOWN
+    # The approval is not silently lost: status and a Warning Event say what to check, and
+    # how to approve the action again.
+    message = done["status"]["message"]
+    assert "may not have taken effect: fix-1 (apply fix" in message
+    assert f"kubectl patch inv approving -n {namespace} --type merge" in message
+    assert any(e.reason == "ApprovedActionOutcomeUnknown" and e.type == "Warning"
+               for e in events_for(api_client, namespace, "approving"))
     # The decision was bound to the digest the pending call showed in status.
     (pending,) = paused["status"]["pendingApprovals"]
     assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}

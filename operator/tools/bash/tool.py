@@ -509,6 +509,12 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
         # A forbidden command is refused outright: asking a human to approve it would be moot.
         return verdict.needs_approval and not verdict.forbidden
 
+    def read_only(params: dict[str, Any]) -> bool:
+        # What runs unattended is, by the grammar, a read (kubectl get, grep, jq, ...): safe to
+        # run again after a restart. Anything a person approved may have changed something.
+        _, verdict = evaluate_text(str(params.get("command") or ""))
+        return not verdict.needs_approval and not verdict.forbidden
+
     async def run(p: Params) -> ToolOutput:
         command = p.required("command")
         line, verdict = evaluate_text(command)
@@ -542,5 +548,6 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
         lambda p: p.opt_str("command") or "",
         approval=approval,
         keep="tail",
+        read_only=read_only,
     )
     return Toolset(name="bash", tools=[tool], instructions=_INSTRUCTIONS)

@@ -442,4 +442,4 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
                        f" (last {p.opt_str('minutes') or '60'}m)"),
         ),
     ]
-    return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS)
+    return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS, read_only=True)

@@ -50,6 +50,9 @@ class McpToolInfo:
     read_only: bool | None
     destructive: bool | None
     approval: Approval
+    trusted_read_only: bool = False
+    """The server says read-only (and not destructive) and the MCPServer trusts its hints: a
+    call cut off by a restart is run again (`tools.base`), like the built-in reads."""
 
 
 @dataclass(frozen=True)
@@ -162,5 +165,6 @@ def build_catalog(server: str, tools: Sequence[Any], policy: Policy) -> tuple[li
             parameters=dict(schema),  # type: ignore[arg-type]
             read_only=read_only, destructive=destructive,
             approval=policy.approval(tool, read_only, destructive),
+            trusted_read_only=policy.trust_hints and read_only is True and destructive is not True,
         ))
     return offered, skipped

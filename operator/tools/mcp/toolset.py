@@ -130,4 +130,5 @@ def mcp_tool(
         summary=lambda p: f"{info.name} {json.dumps(p.raw, ensure_ascii=False, sort_keys=True)[:300]}",
         approval=lambda _: info.approval == "Required",
         max_chars=limit,
+        read_only=info.trusted_read_only,
     )

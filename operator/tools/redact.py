@@ -95,6 +95,17 @@ def is_sensitive_key(key: str) -> bool:
 _SIZE_PLACEHOLDER = re.compile(r"<\d+ bytes, value hidden>")  # what k8s_sanitize puts in place of Secret data
 
 
+# An unquoted value that starts like an error message (an error word, then more words), not like
+# a secret: `token: 401 Unauthorized`,
+# `anonymous token: unexpected status from GET request ...` (an image pull's Event). Masking it
+# loses the evidence of the failure (the evidence suite's image-pull-unauthorized caught it).
+_MESSAGE_VALUE = re.compile(
+    r"(?:[1-5]\d\d [A-Z][a-z]+\b|(?:unexpected|failed|unable|cannot|could not|error|denied|"
+    r"expired|invalid|missing|not found|unauthorized|forbidden|timed out)[ \t]+[a-z])",
+    re.IGNORECASE,
+)
+
+
 def _safe_value(value: str) -> bool:
     v = value.strip().strip("\"'").lower()
     return (v in _SAFE_VALUES or v.startswith("<set to ") or v.startswith("[redacted")
@@ -270,7 +281,8 @@ def _mask_key_values(text: str) -> str:
                 pos = end
                 continue
         unquoted_size = value.group("val") is not None and text.startswith(" bytes", value.end())
-        if _safe_value(raw or "") or unquoted_size:  # `password:  7 bytes` is kubectl describe's size
+        message = not quote and _MESSAGE_VALUE.match(text, value.start(value.lastindex or 0)) is not None
+        if _safe_value(raw or "") or unquoted_size or message:  # `password:  7 bytes` is kubectl describe's size
             out.append(text[pos : value.end()])
             pos = value.end()
             continue
@@ -336,6 +348,8 @@ def _mask_prose(m: re.Match[str]) -> str:
     if _safe_value(val) or val.lower().strip(".,;:!?") in _PROSE_KEEP or val.startswith(("[", "<")):
         return m.group(0)
     if m.string.startswith(" bytes", m.end()):  # `password  7 bytes`: kubectl describe's size
+        return m.group(0)
+    if not quoted and _MESSAGE_VALUE.match(m.string, m.start("val")):  # `token: 401 Unauthorized`
         return m.group(0)
     if not connected and not quoted and _PLAIN_WORD.fullmatch(val) and not (any(c.isupper() for c in val[1:])):
         return m.group(0)

@@ -132,3 +132,16 @@ def test_layouts_of_issue_29_are_masked(text: str, kept: str) -> None:
 ])
 def test_prose_about_credentials_stays_readable(text: str) -> None:
     assert redact(text) == text
+
+
+def test_an_error_message_after_a_credential_word_stays_evidence() -> None:
+    """An image pull's Event: `token: unexpected status ... 401 Unauthorized` is the failure,
+    not a token (the evidence suite's image-pull-unauthorized lost it); a value that is one
+    token-looking word, or quoted, is still masked."""
+    message = ('failed to fetch anonymous token: unexpected status from GET request to '
+               'https://private.registry.example.com/token: 401 Unauthorized')
+    assert redact(message) == message
+    assert redact("token: 401 Unauthorized") == "token: 401 Unauthorized"
+    assert redact("password: error!123") == "password: [REDACTED]"
+    assert redact('DB_PASSWORD: "401 Unauthorized"') == 'DB_PASSWORD: "[REDACTED]"'
+    assert redact("token: failed2login") == "token: [REDACTED]"

@@ -27,14 +27,17 @@ def main() -> None:
     if not auth:
         logging.getLogger("lestrade.api").warning(
             "authentication is OFF (LESTRADE_API_AUTH=false, or not running in a cluster): anyone "
-            "who can reach %s:%s can use the API with the API's own Kubernetes rights", host, port,
+            "who can reach %s:%s can use the API with the API's own Kubernetes rights",
+            host,
+            port,
         )
     app = create_app(
         api_client,
         auth=auth,
         # POD_NAMESPACE: the chart's downward-API value (the same as the mounted token's namespace)
-        namespace=(os.environ.get("LESTRADE_NAMESPACE") or os.environ.get("POD_NAMESPACE")
-                   or _pod_namespace() or "default"),
+        namespace=(
+            os.environ.get("LESTRADE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or _pod_namespace() or "default"
+        ),
         wait_timeout=float(os.environ.get("LESTRADE_API_WAIT_TIMEOUT", "3600")),
     )
     uvicorn.run(app, host=host, port=port, log_level="info")

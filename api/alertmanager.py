@@ -59,8 +59,9 @@ class AlertReceiverSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertReceiverSettings:
         env = os.environ if env is None else env
         policy = RoutePolicy.from_env("", env)
-        return cls(all_namespaces=policy.any_namespaces is None,
-                   any_namespaces=tuple(sorted(policy.any_namespaces or ())))
+        return cls(
+            all_namespaces=policy.any_namespaces is None, any_namespaces=tuple(sorted(policy.any_namespaces or ()))
+        )
 
     def policy(self, api_namespace: str) -> RoutePolicy:
         return RoutePolicy(api_namespace, None if self.all_namespaces else frozenset(self.any_namespaces))
@@ -97,7 +98,7 @@ class WebhookPayload(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    version: Literal["4"] = Field(description="The payload version; Alertmanager sends \"4\".")
+    version: Literal["4"] = Field(description='The payload version; Alertmanager sends "4".')
     status: Literal["firing", "resolved"] = "firing"
     receiver: str = Field(default="", max_length=1024)
     groupKey: str = Field(default="", max_length=16384)
@@ -122,8 +123,13 @@ def _alert(item: WebhookAlert, payload: WebhookPayload) -> Alert:
     if payload.externalURL:
         extra["externalURL"] = payload.externalURL
     return Alert(
-        labels=dict(item.labels), annotations=dict(item.annotations), status=item.status,
-        starts_at=_moment(item.startsAt), ends_at=_moment(item.endsAt), generator_url=item.generatorURL, given_fingerprint=item.fingerprint,
+        labels=dict(item.labels),
+        annotations=dict(item.annotations),
+        status=item.status,
+        starts_at=_moment(item.startsAt),
+        ends_at=_moment(item.endsAt),
+        generator_url=item.generatorURL,
+        given_fingerprint=item.fingerprint,
         extra=extra,
     )
 
@@ -150,8 +156,11 @@ async def _routes(kube: Any, api_namespace: str) -> list[dict[str, Any]]:
     except ApiException as exc:
         if exc.status != 403:
             raise
-        logger.warning("alertmanager webhook: may not list AlertRoutes cluster-wide; only the routes of "
-                       "namespace %s are consulted", api_namespace)
+        logger.warning(
+            "alertmanager webhook: may not list AlertRoutes cluster-wide; only the routes of "
+            "namespace %s are consulted",
+            api_namespace,
+        )
         listing = await kube.get(resource_path(ALERTROUTE_PLURAL, api_namespace))
     return list(listing.get("items") or [])
 
@@ -168,7 +177,8 @@ async def alertmanager(payload: WebhookPayload, request: Request) -> JSONRespons
     try:
         routes = await _routes(svc.kube, svc.namespace)
         result = await _dispatcher(request).dispatch(
-            routes, [_alert(a, payload) for a in payload.alerts],
+            routes,
+            [_alert(a, payload) for a in payload.alerts],
             policy=_settings(request).policy(svc.namespace),
             creator_for=lambda namespace: caller if namespace == svc.namespace else svc.kube,
         )

@@ -88,9 +88,14 @@ def create_app(
     app.state.kube = kube
     app.state.namespace = namespace
     app.state.services = Services(
-        kube=kube, watches=watches, follower=follower,
-        chats=ChatStore(kube, follower, namespace), models=models,
-        namespace=namespace, keepalive=keepalive, wait_timeout=wait_timeout,
+        kube=kube,
+        watches=watches,
+        follower=follower,
+        chats=ChatStore(kube, follower, namespace),
+        models=models,
+        namespace=namespace,
+        keepalive=keepalive,
+        wait_timeout=wait_timeout,
     )
     app.add_middleware(RequestLimits, max_body=max_body)
     if not auth:
@@ -98,7 +103,8 @@ def create_app(
     if auth:
         app.state.authenticator = TokenAuthenticator(kube, namespace)
         app.add_middleware(
-            AuthMiddleware, authenticator=app.state.authenticator,
+            AuthMiddleware,
+            authenticator=app.state.authenticator,
             api_keys=load_api_keys() if api_keys is None else api_keys,
         )
     app.include_router(routes_chat.router)

@@ -81,14 +81,18 @@ def _registries() -> list[tuple[str, ToolRegistry]]:
     args = [client] if "api_client" in accepted else []
     out = [("default toolset", default_registry(*args))]
     if "prometheus_url" in accepted:
-        out.append(
-            ("default + Prometheus", default_registry(*args, prometheus_url="http://127.0.0.1:9"))
-        )
+        out.append(("default + Prometheus", default_registry(*args, prometheus_url="http://127.0.0.1:9")))
     if "alertmanager_url" in accepted:
         out.append(
-            ("scoped + Prom. + Alertmanager", default_registry(
-                *args, prometheus_url="http://127.0.0.1:9", alertmanager_url="http://127.0.0.1:9",
-                scope_namespaces=["team-a", "team-a-db"]))
+            (
+                "scoped + Prom. + Alertmanager",
+                default_registry(
+                    *args,
+                    prometheus_url="http://127.0.0.1:9",
+                    alertmanager_url="http://127.0.0.1:9",
+                    scope_namespaces=["team-a", "team-a-db"],
+                ),
+            )
         )
     client.close()
     return out
@@ -98,14 +102,11 @@ def bench_prompt() -> None:
     print("1. first model call: system prompt + tool definitions (tiktoken cl100k_base)")
     for label, registry in _registries():
         full = first_call_tokens(registry, PromptConfig(enabled_prompts=""))
-        lean = first_call_tokens(
-            registry, PromptConfig(enabled_prompts="", behavior_controls=MINIMAL)
-        )
+        lean = first_call_tokens(registry, PromptConfig(enabled_prompts="", behavior_controls=MINIMAL))
         tools = len(registry.enabled_tools())
         verdict = "OK" if full <= BUDGET else "OVER BUDGET"
         print(
-            f"   {label:<28} {tools:>2} tools: {full:>5} tokens ({verdict}, budget {BUDGET});"
-            f" minimal prompt {lean:>5}"
+            f"   {label:<28} {tools:>2} tools: {full:>5} tokens ({verdict}, budget {BUDGET}); minimal prompt {lean:>5}"
         )
 
 
@@ -157,11 +158,7 @@ async def bench_parallel(server: ScriptedModelServer) -> None:
         Scenario(
             name=name,
             steps=[
-                Step(
-                    tool_calls=[
-                        ToolCall(name=f"slow{i}", arguments={"x": str(i)}) for i in range(n)
-                    ]
-                ),
+                Step(tool_calls=[ToolCall(name=f"slow{i}", arguments={"x": str(i)}) for i in range(n)]),
                 Step(content="done"),
             ],
         )
@@ -177,10 +174,7 @@ async def bench_parallel(server: ScriptedModelServer) -> None:
     measured = (stamps["last_result"] - stamps["first_start"]) * 1000
     serial = n * delay * 1000
     print(f"3. parallel tool calls: {n} tools x {delay * 1000:.0f} ms in one turn")
-    print(
-        f"   serial would take {serial:.0f} ms, measured {measured:.0f} ms"
-        f" -> speed-up {serial / measured:.1f}x"
-    )
+    print(f"   serial would take {serial:.0f} ms, measured {measured:.0f} ms -> speed-up {serial / measured:.1f}x")
 
 
 async def main() -> None:

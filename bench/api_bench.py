@@ -60,8 +60,12 @@ class ApiProcess:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ, "KUBECONFIG": str(cluster.kubeconfig), "LESTRADE_NAMESPACE": namespace,
-            "LESTRADE_MODEL_LIST": str(models), "LESTRADE_API_PORT": str(self.port), "LESTRADE_API_AUTH": "false",
+            **os.environ,
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "LESTRADE_NAMESPACE": namespace,
+            "LESTRADE_MODEL_LIST": str(models),
+            "LESTRADE_API_PORT": str(self.port),
+            "LESTRADE_API_AUTH": "false",
         }
         handle = open(log, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "lestrade.api"], env=env, stdout=handle, stderr=handle)
@@ -89,10 +93,15 @@ def pct(values: list[float], q: float) -> float:
 async def sse_latency(api: ApiProcess, cluster: LocalCluster, namespace: str, streams: int, rounds: int) -> None:
     kube = Kube(cluster.api_client())
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    obj = await kube.create(resource_path("conversations", namespace), {
-        "apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation",
-        "metadata": {"name": name}, "spec": {"turns": [{"ask": "benchmark"}]},
-    })
+    obj = await kube.create(
+        resource_path("conversations", namespace),
+        {
+            "apiVersion": "lestrade.dev/v1alpha1",
+            "kind": "Conversation",
+            "metadata": {"name": name},
+            "spec": {"turns": [{"ask": "benchmark"}]},
+        },
+    )
     owner = {"apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation", "name": name, "uid": obj["metadata"]["uid"]}
     transcript = Transcript(kube, namespace, owner)
     transcript.append_message({"role": "system", "content": "sys"})
@@ -111,8 +120,9 @@ async def sse_latency(api: ApiProcess, cluster: LocalCluster, namespace: str, st
 
     async def client(http: httpx.AsyncClient) -> None:
         nonlocal connected
-        async with aconnect_sse(http, "POST", "/api/chat", json={"ask": "x", "stream": True},
-                                headers={"Last-Event-ID": f"conv/{name}/2"}) as source:
+        async with aconnect_sse(
+            http, "POST", "/api/chat", json={"ask": "x", "stream": True}, headers={"Last-Event-ID": f"conv/{name}/2"}
+        ) as source:
             assert source.response.status_code == 200
             connected += 1
             if connected == wave:
@@ -152,16 +162,21 @@ async def sse_latency(api: ApiProcess, cluster: LocalCluster, namespace: str, st
     await kube.aclose()
     ms = [r * 1000 for r in received]
     assert len(received) == streams * rounds, f"{len(received)} of {streams * rounds} events arrived"
-    print(f"SSE latency, record + status written -> client received, {streams} streams x {rounds} events "
-          f"({len(ms)} received): p50 {statistics.median(ms):.1f} ms, p99 {pct(ms, 0.99):.1f} ms, "
-          f"max {max(ms):.1f} ms (target p99 <= 100 ms)")
+    print(
+        f"SSE latency, record + status written -> client received, {streams} streams x {rounds} events "
+        f"({len(ms)} received): p50 {statistics.median(ms):.1f} ms, p99 {pct(ms, 0.99):.1f} ms, "
+        f"max {max(ms):.1f} ms (target p99 <= 100 ms)"
+    )
     per_stream = (rss[1] - rss[0]) / (streams - wave)
-    print(f"memory per open stream: {per_stream:.1f} KiB (API RSS {rss[0]} KiB with {wave} streams -> "
-          f"{rss[1]} KiB with {streams}; target <= 64 KiB)")
+    print(
+        f"memory per open stream: {per_stream:.1f} KiB (API RSS {rss[0]} KiB with {wave} streams -> "
+        f"{rss[1]} KiB with {streams}; target <= 64 KiB)"
+    )
 
 
-async def requests_per_second(api: ApiProcess, path: str, body: dict[str, Any] | None, total: int,
-                              concurrency: int) -> float:
+async def requests_per_second(
+    api: ApiProcess, path: str, body: dict[str, Any] | None, total: int, concurrency: int
+) -> float:
     async with httpx.AsyncClient(base_url=api.base, timeout=120) as http:
         left = total
 
@@ -201,8 +216,10 @@ def main() -> int:
         operator.start()
         chats = 10 if args.quick else 60
         chat_rps = asyncio.run(requests_per_second(api, "/api/chat", {"ask": "Anything wrong?"}, chats, 10))
-        print(f"/api/chat with an instant model, end to end through the operator: {chat_rps:.1f} chats/s "
-              f"({chats} chats, 10 concurrent clients; each is a Conversation)")
+        print(
+            f"/api/chat with an instant model, end to end through the operator: {chat_rps:.1f} chats/s "
+            f"({chats} chats, 10 concurrent clients; each is a Conversation)"
+        )
         k8s.CoreV1Api(admin).delete_namespace(namespace)
     finally:
         for process in (operator, api):

@@ -97,7 +97,7 @@ class RequestCounter:
         async def counted(session: Any, method: str, url: Any, *args: Any, **kwargs: Any) -> Any:
             text = str(url)
             if text.startswith(counter.server):
-                counter.add(classify(method, text[len(counter.server):], kwargs))
+                counter.add(classify(method, text[len(counter.server) :], kwargs))
             return await original(session, method, url, *args, **kwargs)
 
         aiohttp.ClientSession._request = counted  # type: ignore[method-assign]
@@ -169,8 +169,9 @@ def classify(method: str, path: str, kwargs: dict[str, Any]) -> str:
 
 
 def apiserver_metrics(api: k8s.ApiClient) -> str:
-    request = api.param_serialize("GET", "/metrics", header_params={"Accept": "text/plain"},
-                                  auth_settings=["BearerToken"])
+    request = api.param_serialize(
+        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+    )
     response = api.call_api(*request)
     return bytes(response.read()).decode()
 
@@ -190,15 +191,18 @@ def watch_events(api: k8s.ApiClient) -> Counter[str]:
 
 
 def echo_scenario(name: str) -> Scenario:
-    steps = [Step(tool_calls=[ToolCall(name="echo", arguments={"text": f"step {i}"})],
-                  latency_ms=LATENCY_MS) for i in range(3)]
+    steps = [
+        Step(tool_calls=[ToolCall(name="echo", arguments={"text": f"step {i}"})], latency_ms=LATENCY_MS)
+        for i in range(3)
+    ]
     return Scenario(name=name, steps=[*steps, Step(content="Done: nothing is wrong.", latency_ms=LATENCY_MS)])
 
 
 def kube_scenario(name: str) -> Scenario:
     call = {"kind": "pod", "name": TARGET_POD, "namespace": TARGET_NAMESPACE}
-    steps = [Step(tool_calls=[ToolCall(name="kubectl_get_by_name", arguments=call)],
-                  latency_ms=LATENCY_MS) for _ in range(3)]
+    steps = [
+        Step(tool_calls=[ToolCall(name="kubectl_get_by_name", arguments=call)], latency_ms=LATENCY_MS) for _ in range(3)
+    ]
     return Scenario(name=name, steps=[*steps, Step(content="Done: the pod is fine.", latency_ms=LATENCY_MS)])
 
 
@@ -214,8 +218,9 @@ def kube_tools(api_client: k8s.ApiClient, scope: Any = None) -> ToolRegistry:
 # -- the bursts ----------------------------------------------------------------------------------
 
 
-def engine_burst(server: ModelServerProcess, scenario: str, count: int, tools: Any,
-                 api_client: k8s.ApiClient | None) -> tuple[float, float]:
+def engine_burst(
+    server: ModelServerProcess, scenario: str, count: int, tools: Any, api_client: k8s.ApiClient | None
+) -> tuple[float, float]:
     """`count` engine runs at once in a fresh event loop: (wall s, CPU s)."""
     model = ModelConfig(scenario, server.litellm_params(scenario))
 
@@ -238,13 +243,21 @@ def thread_cpu() -> float:
     return time.thread_time()
 
 
-def operator_burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
-                   scenario: str, count: int, tools: Any, counter: RequestCounter,
-                   label: str) -> dict[str, Any]:
+def operator_burst(
+    cluster: LocalCluster,
+    api: k8s.ApiClient,
+    server: ModelServerProcess,
+    scenario: str,
+    count: int,
+    tools: Any,
+    counter: RequestCounter,
+    label: str,
+) -> dict[str, Any]:
     namespace = new_namespace(api, f"bench-{label}")
     custom = k8s.CustomObjectsApi(api)
-    with OperatorThread(cluster, namespace, model_list(server, scenario), tools=tools,
-                        concurrency=count + 10, status_interval=0.5):
+    with OperatorThread(
+        cluster, namespace, model_list(server, scenario), tools=tools, concurrency=count + 10, status_interval=0.5
+    ):
         version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation("warmup"))
         watch_until_done(api, namespace, {"warmup"}, version, 120, lambda *_: None)
@@ -290,20 +303,33 @@ def operator_burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServe
         time.sleep(3)  # a measurement window, not a synchronisation
         requests = counter.snapshot() - requests0
         events = watch_events(api) - events0
+
     def spread(a: str, b: str) -> str:
-        spans = sorted(phases[(n, b)] - (phases[(n, a)] if a else start)
-                       for n in names if (n, b) in phases and (not a or (n, a) in phases))
+        spans = sorted(
+            phases[(n, b)] - (phases[(n, a)] if a else start)
+            for n in names
+            if (n, b) in phases and (not a or (n, a) in phases)
+        )
         if not spans:
             return "n/a"
         return f"median {spans[len(spans) // 2]:.1f} s, max {spans[-1]:.1f} s"
 
-    latency = {"created -> Pending": spread("", "Pending"), "created -> Running": spread("", "Running"),
-               "Running -> Succeeded": spread("Running", "Succeeded")}
+    latency = {
+        "created -> Pending": spread("", "Pending"),
+        "created -> Running": spread("", "Running"),
+        "Running -> Succeeded": spread("Running", "Succeeded"),
+    }
     return {"wall": wall, "cpu": cpu, "requests": requests, "events": events, "latency": latency}
 
 
-def watch_phases(api: k8s.ApiClient, namespace: str, names: set[str], version: str,
-                 timeout: float, phases: dict[tuple[str, str], float]) -> None:
+def watch_phases(
+    api: k8s.ApiClient,
+    namespace: str,
+    names: set[str],
+    version: str,
+    timeout: float,
+    phases: dict[tuple[str, str], float],
+) -> None:
     """Records when each Investigation is first seen in each phase, until all have finished."""
     from kubernetes import watch
 
@@ -311,8 +337,15 @@ def watch_phases(api: k8s.ApiClient, namespace: str, names: set[str], version: s
     left = set(names)
     deadline = time.monotonic() + timeout
     while left and time.monotonic() < deadline:
-        stream = watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                      PLURAL, resource_version=version, timeout_seconds=int(timeout))
+        stream = watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            resource_version=version,
+            timeout_seconds=int(timeout),
+        )
         for event in stream:
             obj = event["object"]
             version = obj["metadata"]["resourceVersion"]
@@ -339,12 +372,14 @@ def report_pair(title: str, count: int, engine: tuple[float, float], op: dict[st
     print(f"{title}: {count} runs at once, 4 model calls of {LATENCY_MS} ms each")
     print(f"  engine alone     wall {e_wall:6.2f} s   CPU {e_per:6.1f} ms/run")
     print(f"  operator         wall {o_wall:6.2f} s   CPU {o_per:6.1f} ms/investigation")
-    print(f"  ratio            wall {o_wall / e_wall:5.2f}x (target <= 1.5x)   "
-          f"CPU {o_per / e_per:5.2f}x (target <= 2x)")
+    print(
+        f"  ratio            wall {o_wall / e_wall:5.2f}x (target <= 1.5x)   CPU {o_per / e_per:5.2f}x (target <= 2x)"
+    )
     for what, text in op["latency"].items():
         print(f"  {what:<22} {text}")
-    print(f"  apiserver requests per investigation (operator process), total "
-          f"{sum(op['requests'].values()) / count:.1f}:")
+    print(
+        f"  apiserver requests per investigation (operator process), total {sum(op['requests'].values()) / count:.1f}:"
+    )
     for kind, n in sorted(op["requests"].items(), key=lambda kv: -kv[1]):
         print(f"    {n / count:6.2f}  {kind}")
     print("  watch events per investigation sent by the apiserver (all watchers), by resource:")
@@ -356,9 +391,12 @@ def report_pair(title: str, count: int, engine: tuple[float, float], op: dict[st
 def make_target_pod(api: k8s.ApiClient) -> None:
     new_namespace(api, TARGET_NAMESPACE)
     core = k8s.CoreV1Api(api)
-    pod = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=TARGET_POD, labels={"app": "bench"}),
-                    spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="bench:1")],
-                                       automount_service_account_token=False))
+    pod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=TARGET_POD, labels={"app": "bench"}),
+        spec=k8s.V1PodSpec(
+            containers=[k8s.V1Container(name="app", image="bench:1")], automount_service_account_token=False
+        ),
+    )
     deadline = time.monotonic() + 60
     while True:  # the namespace's default ServiceAccount may not exist yet
         try:
@@ -386,14 +424,21 @@ def wait_ready(proc: OperatorProcess, port: int, began: float, limit: float) -> 
             time.sleep(0.02)
 
 
-def start_and_memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
-                     count: int, tmp: Path) -> None:
+def start_and_memory(
+    cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int, tmp: Path
+) -> None:
     namespace = new_namespace(api, "bench-start")
     models = write_model_list(tmp / "models.yaml", server, "bench-slow")
     port = free_port()
-    proc = OperatorProcess(cluster, namespace, models, tmp / "operator.log", test_tools=False,
-                           extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{port}/healthz"],
-                           env={"LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10)})
+    proc = OperatorProcess(
+        cluster,
+        namespace,
+        models,
+        tmp / "operator.log",
+        test_tools=False,
+        extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{port}/healthz"],
+        env={"LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10)},
+    )
     began = time.perf_counter()
     proc.start()
     try:
@@ -423,8 +468,10 @@ def start_and_memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelSer
         print(f"  cold start to ready (liveness answers)  {ready:5.2f} s   (target <= 2 s)")
         print(f"  RSS idle                                {idle / 1024:5.0f} MiB (target <= 150 MiB)")
         print(f"  RSS with 1 running (litellm imported)   {one / 1024:5.0f} MiB")
-        print(f"  RSS with {count + 1} running                  {busy / 1024:5.0f} MiB: "
-              f"{(busy - one) / count:.0f} KiB per running investigation")
+        print(
+            f"  RSS with {count + 1} running                  {busy / 1024:5.0f} MiB: "
+            f"{(busy - one) / count:.0f} KiB per running investigation"
+        )
     finally:
         proc.terminate()
 
@@ -445,11 +492,14 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"lestrade-burst-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
-    server = ModelServerProcess([
-        echo_scenario("bench-echo"),
-        kube_scenario("bench-kube"),
-        Scenario(name="bench-slow", steps=[Step(content="late", latency_ms=600_000)]),
-    ], tmp)
+    server = ModelServerProcess(
+        [
+            echo_scenario("bench-echo"),
+            kube_scenario("bench-kube"),
+            Scenario(name="bench-slow", steps=[Step(content="late", latency_ms=600_000)]),
+        ],
+        tmp,
+    )
     cluster = LocalCluster.start()
     try:
         api = cluster.api_client()

@@ -62,9 +62,17 @@ async def _bulk(cluster: LocalCluster, namespace: str, name: str, count: int) ->
             for i in range(count):
                 role = "user" if i % 2 == 0 else "assistant"
                 text = f"message {i} " + "lorem ipsum " * 8
-                transcript.append(RecordType.MESSAGE, message={"role": role, "content": text}, context={
-                    "role": role, "parts": [{"type": "text", "text": text}], "tokenCount": 30,
-                    "metadata": {}, "insertedAt": "2025-01-24T12:00:00Z"})
+                transcript.append(
+                    RecordType.MESSAGE,
+                    message={"role": role, "content": text},
+                    context={
+                        "role": role,
+                        "parts": [{"type": "text", "text": text}],
+                        "tokenCount": 30,
+                        "metadata": {},
+                        "insertedAt": "2025-01-24T12:00:00Z",
+                    },
+                )
             await transcript.sync()
         finally:
             await kube.aclose()
@@ -98,16 +106,24 @@ def main() -> int:
         httpx.put(f"{a}/v1/contexts/busy", json={}, timeout=60).raise_for_status()
         started = time.perf_counter()
         with ThreadPoolExecutor(50) as pool:
-            answers = list(pool.map(
-                lambda i: httpx.post(f"{(a, b)[i % 2]}/v1/contexts/busy/messages", json=_message(f"c{i}"), timeout=120),
-                range(50)))
+            answers = list(
+                pool.map(
+                    lambda i: httpx.post(
+                        f"{(a, b)[i % 2]}/v1/contexts/busy/messages", json=_message(f"c{i}"), timeout=120
+                    ),
+                    range(50),
+                )
+            )
         wall = time.perf_counter() - started
         seqs = sorted(r.json()["seq"] for r in answers)
         assert seqs == list(range(1, 51)), seqs
         print(f"50 concurrent appends over 2 processes: {wall:.2f} s wall, numbered 1..50")
 
-        httpx.put(f"{a}/v1/contexts/long", json={"policy": {"strategy": "last_n", "config": {"limit": 100}},
-                                                "token_budget": 20_000}, timeout=60).raise_for_status()
+        httpx.put(
+            f"{a}/v1/contexts/long",
+            json={"policy": {"strategy": "last_n", "config": {"limit": 100}}, "token_budget": 20_000},
+            timeout=60,
+        ).raise_for_status()
         messages = 1_000 if args.quick else args.messages
         started = time.perf_counter()
         asyncio.run(_bulk(cluster, namespace, "long", messages))
@@ -118,8 +134,10 @@ def main() -> int:
                 t0 = time.perf_counter()
                 httpx.get(f"{b}/v1/contexts/long/{path}", timeout=60).raise_for_status()
                 samples.append((time.perf_counter() - t0) * 1000)
-            print(f"GET {path} with {messages} messages: p50 {statistics.median(samples):.0f} ms, "
-                  f"p99 {_pct(samples, 0.99):.0f} ms")
+            print(
+                f"GET {path} with {messages} messages: p50 {statistics.median(samples):.0f} ms, "
+                f"p99 {_pct(samples, 0.99):.0f} ms"
+            )
         k8s.CoreV1Api(admin).delete_namespace(namespace)
     finally:
         for api in apis:

@@ -30,8 +30,13 @@ LOG_TOOLS = ("kubectl_logs", "kubectl_previous_logs")
 
 
 def with_raw_logs(scenario: Scenario) -> Scenario:
-    plan = [[call.model_copy(update={"args": {**call.args, "raw": True}}) if call.tool in LOG_TOOLS else call
-             for call in turn] for turn in scenario.plan]
+    plan = [
+        [
+            call.model_copy(update={"args": {**call.args, "raw": True}}) if call.tool in LOG_TOOLS else call
+            for call in turn
+        ]
+        for turn in scenario.plan
+    ]
     return scenario.model_copy(update={"plan": plan})
 
 
@@ -68,11 +73,15 @@ def main() -> int:
         totals[0] += r.tokens
         totals[1] += other.tokens
         ratio = r.tokens / other.tokens if other.tokens else 0.0
-        print(f"  {r.scenario:<34} {r.tokens:>8} {other.tokens:>8} {ratio:>6.2f}  "
-              f"{r.reached}/{len(r.facts)} / {other.reached}/{len(other.facts)}")
+        print(
+            f"  {r.scenario:<34} {r.tokens:>8} {other.tokens:>8} {ratio:>6.2f}  "
+            f"{r.reached}/{len(r.facts)} / {other.reached}/{len(other.facts)}"
+        )
     covered = sum(r.covered for r in digest)
-    print(f"  all scenarios: {totals[0]:,} vs {totals[1]:,} tokens "
-          f"({totals[0] / totals[1]:.2f}x; target: tokens per investigation -40% against before the digests)")
+    print(
+        f"  all scenarios: {totals[0]:,} vs {totals[1]:,} tokens "
+        f"({totals[0] / totals[1]:.2f}x; target: tokens per investigation -40% against before the digests)"
+    )
     print(f"evidence recall with digests: {covered}/{len(digest)} ({100 * covered / len(digest):.0f}%)")
     return 0 if covered == len(digest) else 1
 

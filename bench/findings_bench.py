@@ -44,10 +44,12 @@ from lestrade.runs.history import FindingsIndex, SearchQuery  # noqa: E402
 
 TARGET_RSS_MIB = 150
 TARGET_SEARCH_MS = 50.0
-WORDS = ("OOMKilled memory limit heap CrashLoopBackOff probe readiness liveness timeout DNS resolver "
-         "certificate expired quota exceeded image pull backoff node pressure disk evicted connection "
-         "refused upstream latency throttled CPU replica rollout stuck config missing secret mount "
-         "permission denied port conflict scheduler unschedulable taint toleration volume attach").split()
+WORDS = (
+    "OOMKilled memory limit heap CrashLoopBackOff probe readiness liveness timeout DNS resolver "
+    "certificate expired quota exceeded image pull backoff node pressure disk evicted connection "
+    "refused upstream latency throttled CPU replica rollout stuck config missing secret mount "
+    "permission denied port conflict scheduler unschedulable taint toleration volume attach"
+).split()
 
 
 def run_object(i: int, rng: random.Random) -> dict[str, Any]:
@@ -55,22 +57,41 @@ def run_object(i: int, rng: random.Random) -> dict[str, Any]:
     workload = f"svc-{rng.randrange(400):03d}"
     alert = f"Alert{rng.randrange(40):02d}"
     cause = " ".join(rng.choice(WORDS) for _ in range(24))
-    analysis = (f"## Conclusions and Possible Root Causes\n{cause}\n\n## Key Findings\n"
-                + " ".join(rng.choice(WORDS) for _ in range(130)))
+    analysis = f"## Conclusions and Possible Root Causes\n{cause}\n\n## Key Findings\n" + " ".join(
+        rng.choice(WORDS) for _ in range(130)
+    )
     done = 1_780_000_000 + i * 60
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(done))
     return {
         "kind": "Investigation",
-        "metadata": {"name": f"run-{i:05d}", "namespace": ns, "resourceVersion": str(1000 + i),
-                     "creationTimestamp": stamp, "uid": f"uid-{i}"},
-        "spec": {"title": f"{alert} on {workload}", "subject": {"kind": "Deployment", "name": workload, "namespace": ns},
-                 "context": {"alert": {"labels": {"alertname": alert}}}},
-        "status": {"phase": "Succeeded", "completionTime": stamp, "analysis": analysis,
-                   "sections": {"Conclusions and Possible Root Causes": cause, "Next Steps": "raise the limit"},
-                   "toolCalls": [{"id": f"c{k}", "name": "kubectl_describe", "status": "success",
-                                  "description": f"kubectl describe pod {workload}-abc{k}",
-                                  "params": {"kind": "pod", "name": f"{workload}-7d9f-abc{k}", "namespace": ns}}
-                                 for k in range(3)]},
+        "metadata": {
+            "name": f"run-{i:05d}",
+            "namespace": ns,
+            "resourceVersion": str(1000 + i),
+            "creationTimestamp": stamp,
+            "uid": f"uid-{i}",
+        },
+        "spec": {
+            "title": f"{alert} on {workload}",
+            "subject": {"kind": "Deployment", "name": workload, "namespace": ns},
+            "context": {"alert": {"labels": {"alertname": alert}}},
+        },
+        "status": {
+            "phase": "Succeeded",
+            "completionTime": stamp,
+            "analysis": analysis,
+            "sections": {"Conclusions and Possible Root Causes": cause, "Next Steps": "raise the limit"},
+            "toolCalls": [
+                {
+                    "id": f"c{k}",
+                    "name": "kubectl_describe",
+                    "status": "success",
+                    "description": f"kubectl describe pod {workload}-abc{k}",
+                    "params": {"kind": "pod", "name": f"{workload}-7d9f-abc{k}", "namespace": ns},
+                }
+                for k in range(3)
+            ],
+        },
     }
 
 
@@ -95,11 +116,16 @@ async def api_side(objects: dict[tuple[str, str], dict[str, Any]], searches: int
     first = time.perf_counter() - began
     gc.collect()
     added = (rss_kib(os.getpid()) - before) / 1024
-    print(f"API: first search (indexes {len(objects)} runs): {first:.2f} s; index RSS +{added:.1f} MiB "
-          f"(target for the whole API with 10,000 runs: {TARGET_RSS_MIB} MiB)")
+    print(
+        f"API: first search (indexes {len(objects)} runs): {first:.2f} s; index RSS +{added:.1f} MiB "
+        f"(target for the whole API with 10,000 runs: {TARGET_RSS_MIB} MiB)"
+    )
     for key in list(objects)[:100]:
         obj = objects[key]
-        objects[key] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": obj["metadata"]["resourceVersion"] + "x"}}
+        objects[key] = {
+            **obj,
+            "metadata": {**obj["metadata"], "resourceVersion": obj["metadata"]["resourceVersion"] + "x"},
+        }
     began = time.perf_counter()
     await findings.search(app, None, SearchQuery(text="DNS"))
     print(f"API: search after 100 runs changed: {(time.perf_counter() - began) * 1000:.1f} ms")
@@ -118,8 +144,10 @@ async def api_side(objects: dict[tuple[str, str], dict[str, Any]], searches: int
             began = time.perf_counter()
             await findings.search(app, None, query)
             samples.append(time.perf_counter() - began)
-        print(f"API search, {label}: {quantiles(samples)} ({mark(statistics.median(samples) * 1000, TARGET_SEARCH_MS)}"
-              f" of {TARGET_SEARCH_MS:.0f} ms)")
+        print(
+            f"API search, {label}: {quantiles(samples)} ({mark(statistics.median(samples) * 1000, TARGET_SEARCH_MS)}"
+            f" of {TARGET_SEARCH_MS:.0f} ms)"
+        )
     index = findings._index
     allowed = [("Investigation", f"team-{k:02d}") for k in range(3)]
     samples = []
@@ -136,14 +164,16 @@ def agent_side(objects: list[dict[str, Any]]) -> None:
     began = time.perf_counter()
     index = FindingsIndex()
     for start in range(0, len(objects), 500):  # as the tool adds its listed pages
-        index.add(objects[start:start + 500])
+        index.add(objects[start : start + 500])
     built = time.perf_counter() - began
     result = index.search(SearchQuery(text="OOMKilled memory limit", name="svc-001"))
     total = time.perf_counter() - began
     grown = (rss_kib(os.getpid()) - before) / 1024
-    print(f"agent tool: index {len(objects)} listed runs {built:.2f} s, with one search {total:.2f} s "
-          f"({len(result)} results); RSS +{grown:.1f} MiB while the index lives (freed after the call; "
-          f"the listed pages come and go 500 at a time) — operator target {TARGET_RSS_MIB} MiB")
+    print(
+        f"agent tool: index {len(objects)} listed runs {built:.2f} s, with one search {total:.2f} s "
+        f"({len(result)} results); RSS +{grown:.1f} MiB while the index lives (freed after the call; "
+        f"the listed pages come and go 500 at a time) — operator target {TARGET_RSS_MIB} MiB"
+    )
     del index
 
 
@@ -155,9 +185,11 @@ def main() -> int:
     rng = random.Random(26)
     made = [run_object(i, rng) for i in range(args.count)]
     objects = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in made}
-    print(f"{args.count} finished runs, {sum(len(o['status']['analysis']) for o in made) // args.count} "
-          f"characters of analysis each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          "(figures scale with it)")
+    print(
+        f"{args.count} finished runs, {sum(len(o['status']['analysis']) for o in made) // args.count} "
+        f"characters of analysis each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+        "(figures scale with it)"
+    )
     asyncio.run(api_side(objects, args.searches, rng))
     agent_side(made)
     return 0

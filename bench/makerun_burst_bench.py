@@ -46,14 +46,16 @@ POD, NAMESPACE = "burst-target", "default"
 
 def scenario(name: str) -> Scenario:
     call = {"kind": "pod", "name": POD, "namespace": NAMESPACE}
-    steps = [Step(tool_calls=[ToolCall(name="kubectl_get_by_name", arguments=call)], latency_ms=LATENCY_MS)
-             for _ in range(3)]
+    steps = [
+        Step(tool_calls=[ToolCall(name="kubectl_get_by_name", arguments=call)], latency_ms=LATENCY_MS) for _ in range(3)
+    ]
     return Scenario(name=name, steps=[*steps, Step(content="Done: the pod is fine.", latency_ms=LATENCY_MS)])
 
 
 async def bare_floor(server: ModelServerProcess, name: str, count: int) -> float:
     """`count` conversations of 4 sequential litellm calls, all at once."""
     from lestrade.operator.agent.model import _import
+
     _import()
     import litellm
 
@@ -65,8 +67,9 @@ async def bare_floor(server: ModelServerProcess, name: str, count: int) -> float
             reply = await litellm.acompletion(messages=messages, **params)
             message = reply.choices[0].message
             calls = message.tool_calls or []
-            messages.append({"role": "assistant", "content": message.content,
-                             "tool_calls": [c.model_dump() for c in calls] or None})
+            messages.append(
+                {"role": "assistant", "content": message.content, "tool_calls": [c.model_dump() for c in calls] or None}
+            )
             for c in calls:
                 messages.append({"role": "tool", "tool_call_id": c.id, "content": "pod burst-target Running"})
 
@@ -89,14 +92,26 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run([str(binary_path("kubectl")), "--kubeconfig", str(kubeconfig), *args], input=stdin,
-                          capture_output=True, text=True, check=True, timeout=300).stdout
+    return subprocess.run(
+        [str(binary_path("kubectl")), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
 
 
 def manifests(count: int) -> str:
-    docs = [{"apiVersion": "lestrade.dev/v1alpha1", "kind": "Investigation",
-             "metadata": {"name": f"burst-{i:04d}", "namespace": NAMESPACE},
-             "spec": {"title": f"burst {i}", "subject": {"kind": "Pod", "name": POD}}} for i in range(count)]
+    docs = [
+        {
+            "apiVersion": "lestrade.dev/v1alpha1",
+            "kind": "Investigation",
+            "metadata": {"name": f"burst-{i:04d}", "namespace": NAMESPACE},
+            "spec": {"title": f"burst {i}", "subject": {"kind": "Pod", "name": POD}},
+        }
+        for i in range(count)
+    ]
     return yaml.safe_dump_all(docs)
 
 
@@ -104,27 +119,63 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
     models = folder / "models.yaml"
     models.write_text(yaml.safe_dump({name: server.litellm_params(name)}))
     api_port = free_port()
-    env = {**os.environ, "LESTRADE_MODEL_LIST": str(models), "LESTRADE_DEFAULT_MODEL": name,
-           "LESTRADE_MAX_CONCURRENT_RUNS": str(count), "LESTRADE_API_PORT": str(api_port),
-           "LESTRADE_APISERVER_PORT": str(free_port())}
+    env = {
+        **os.environ,
+        "LESTRADE_MODEL_LIST": str(models),
+        "LESTRADE_DEFAULT_MODEL": name,
+        "LESTRADE_MAX_CONCURRENT_RUNS": str(count),
+        "LESTRADE_API_PORT": str(api_port),
+        "LESTRADE_APISERVER_PORT": str(free_port()),
+    }
     log = (folder / "run.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "lestrade.cli", "run"], cwd=folder, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lestrade.cli", "run"],
+        cwd=folder,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_http(f"http://127.0.0.1:{api_port}/readyz", 300, proc)
         kubeconfig = folder / ".lestrade" / "kubeconfig"
-        kubectl(kubeconfig, "run", POD, "--image=registry.example.com/app:1", "-n", NAMESPACE,
-                "--overrides", json.dumps({"spec": {"tolerations": [
-                    {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]}}))
+        kubectl(
+            kubeconfig,
+            "run",
+            POD,
+            "--image=registry.example.com/app:1",
+            "-n",
+            NAMESPACE,
+            "--overrides",
+            json.dumps(
+                {"spec": {"tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]}}
+            ),
+        )
         text = manifests(count)
         profile = os.environ.get("LESTRADE_BENCH_PROFILE")  # a py-spy to record the operator with
         spy = None
         if profile:
-            pid = subprocess.run(["pgrep", "-f", "-n", "python -m lestrade.operator"], capture_output=True,
-                                 text=True).stdout.split()[0]
-            spy = subprocess.Popen([profile, "record", "-p", pid, "-d", "90", "-r", "50", "-f", "speedscope",
-                                    "-o", str(folder / "operator.speedscope.json")],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pid = subprocess.run(
+                ["pgrep", "-f", "-n", "python -m lestrade.operator"], capture_output=True, text=True
+            ).stdout.split()[0]
+            spy = subprocess.Popen(
+                [
+                    profile,
+                    "record",
+                    "-p",
+                    pid,
+                    "-d",
+                    "90",
+                    "-r",
+                    "50",
+                    "-f",
+                    "speedscope",
+                    "-o",
+                    str(folder / "operator.speedscope.json"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         started = time.perf_counter()
         kubectl(kubeconfig, "apply", "-f", "-", stdin=text)
         applied = time.perf_counter() - started
@@ -166,11 +217,15 @@ def main() -> int:
     finally:
         server.stop()
     ratio = run["wall"] / floor
-    print(f"burst through `make run`: {args.count} Investigations (4 model calls of {LATENCY_MS} ms, "
-          "3 Kubernetes reads each)")
+    print(
+        f"burst through `make run`: {args.count} Investigations (4 model calls of {LATENCY_MS} ms, "
+        "3 Kubernetes reads each)"
+    )
     print(f"  bare litellm floor, same model server, same run: {floor:6.1f} s")
-    print(f"  kubectl apply -> all finished:                   {run['wall']:6.1f} s "
-          f"(apply itself {run['apply']:.1f} s; failed {int(run['failed'])})")
+    print(
+        f"  kubectl apply -> all finished:                   {run['wall']:6.1f} s "
+        f"(apply itself {run['apply']:.1f} s; failed {int(run['failed'])})"
+    )
     verdict = "met" if ratio <= TARGET else "NOT met"
     print(f"  ratio to the floor: {ratio:.1f}x (target <= {TARGET}x: {verdict}; goal <= {GOAL}x)")
     print(f"  logs: {folder}/.lestrade/logs/")

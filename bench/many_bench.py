@@ -51,8 +51,10 @@ from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
 from lestrade.timefmt import now_iso  # noqa: E402
 
-ANALYSIS = ("The pod web-1 restarts because its container exceeds its 64Mi memory limit "
-            "(OOMKilled, exit code 137). Raise the limit or fix the leak. ") * 8  # ~1 KiB
+ANALYSIS = (
+    "The pod web-1 restarts because its container exceeds its 64Mi memory limit "
+    "(OOMKilled, exit code 137). Raise the limit or fix the leak. "
+) * 8  # ~1 KiB
 TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"  # lestrade.runs.transcript's labels
 CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 TARGET_RSS_MIB = 150
@@ -63,11 +65,29 @@ def transcript_records() -> dict[str, str]:
     """A small run's records (~3 KiB): question, 3 tool steps, answer (not decoded here)."""
     records = [{"t": "message", "message": {"role": "user", "content": "Why does web-1 restart?"}}]
     for i in range(3):
-        records.append({"t": "message", "message": {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "kubectl_describe",
-                                                              "arguments": '{"kind":"pod","name":"web-1"}'}}]}})
-        records.append({"t": "tool_result", "id": f"c{i}", "result": {"status": "success",
-                                                                     "data": "State: Waiting (CrashLoopBackOff) " * 8}})
+        records.append(
+            {
+                "t": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "kubectl_describe", "arguments": '{"kind":"pod","name":"web-1"}'},
+                        }
+                    ],
+                },
+            }
+        )
+        records.append(
+            {
+                "t": "tool_result",
+                "id": f"c{i}",
+                "result": {"status": "success", "data": "State: Waiting (CrashLoopBackOff) " * 8},
+            }
+        )
     records.append({"t": "answer", "analysis": ANALYSIS[:400]})
     return {f"r-{i:07d}": json.dumps(r, separators=(",", ":")) for i, r in enumerate(records)}
 
@@ -80,8 +100,9 @@ def storage_bytes(api: k8s.ApiClient) -> int:
     return total
 
 
-async def create_finished(api: k8s.ApiClient, namespace: str, count: int, *, prefix: str = "done",
-                          **spec: object) -> float:
+async def create_finished(
+    api: k8s.ApiClient, namespace: str, count: int, *, prefix: str = "done", **spec: object
+) -> float:
     kube = Kube(api)
     gate = asyncio.Semaphore(32)
     records = transcript_records()
@@ -91,22 +112,52 @@ async def create_finished(api: k8s.ApiClient, namespace: str, count: int, *, pre
         async with gate:
             made = await kube.create(investigation_path(namespace), investigation(name, **spec))
             uid = made["metadata"]["uid"]
-            await kube.create(api_path("v1", "configmaps", namespace), {
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"{name}-transcript-{uid[:8]}-0",
-                             "labels": {TRANSCRIPT_LABEL: uid, CHUNK_LABEL: "0"},
-                             "ownerReferences": [{"apiVersion": made["apiVersion"], "kind": made["kind"],
-                                                  "name": name, "uid": uid, "controller": True,
-                                                  "blockOwnerDeletion": False}]},
-                "data": records,
-            }, parse=False)
+            await kube.create(
+                api_path("v1", "configmaps", namespace),
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": f"{name}-transcript-{uid[:8]}-0",
+                        "labels": {TRANSCRIPT_LABEL: uid, CHUNK_LABEL: "0"},
+                        "ownerReferences": [
+                            {
+                                "apiVersion": made["apiVersion"],
+                                "kind": made["kind"],
+                                "name": name,
+                                "uid": uid,
+                                "controller": True,
+                                "blockOwnerDeletion": False,
+                            }
+                        ],
+                    },
+                    "data": records,
+                },
+                parse=False,
+            )
             now = now_iso()
-            await kube.patch(investigation_path(namespace, name) + "/status", {"status": {
-                "phase": "Succeeded", "startTime": now, "completionTime": now, "analysis": ANALYSIS,
-                "message": "Investigation complete after 4 step(s) and 3 tool call(s)",
-                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Completed",
-                                "message": "done", "lastTransitionTime": now}],
-            }}, parse=False)
+            await kube.patch(
+                investigation_path(namespace, name) + "/status",
+                {
+                    "status": {
+                        "phase": "Succeeded",
+                        "startTime": now,
+                        "completionTime": now,
+                        "analysis": ANALYSIS,
+                        "message": "Investigation complete after 4 step(s) and 3 tool call(s)",
+                        "conditions": [
+                            {
+                                "type": "Succeeded",
+                                "status": "True",
+                                "reason": "Completed",
+                                "message": "done",
+                                "lastTransitionTime": now,
+                            }
+                        ],
+                    }
+                },
+                parse=False,
+            )
 
     began = time.perf_counter()
     try:
@@ -148,13 +199,20 @@ class ApiProcess:
 
     def __init__(self, cluster: LocalCluster, namespace: str, models: Path, log: Path) -> None:
         self.port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "LESTRADE_NAMESPACE": namespace,
-               "LESTRADE_API_HOST": "127.0.0.1", "LESTRADE_API_PORT": str(self.port),
-               "LESTRADE_API_AUTH": "false", "LESTRADE_MODEL_LIST": str(models)}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "LESTRADE_NAMESPACE": namespace,
+            "LESTRADE_API_HOST": "127.0.0.1",
+            "LESTRADE_API_PORT": str(self.port),
+            "LESTRADE_API_AUTH": "false",
+            "LESTRADE_MODEL_LIST": str(models),
+        }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         self.log = log.open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "lestrade.api"], env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lestrade.api"], env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -187,10 +245,16 @@ def wait_gone(api: k8s.ApiClient, namespace: str, prefix: str, limit: float) -> 
     custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
     began = time.perf_counter()
     while time.perf_counter() - began < limit:
-        invs = [i for i in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
-                if i["metadata"]["name"].startswith(prefix + "-")]
-        chunks = [c for c in core.list_namespaced_config_map(namespace, label_selector=TRANSCRIPT_LABEL).items
-                  if c.metadata.name.startswith(prefix + "-")]
+        invs = [
+            i
+            for i in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+            if i["metadata"]["name"].startswith(prefix + "-")
+        ]
+        chunks = [
+            c
+            for c in core.list_namespaced_config_map(namespace, label_selector=TRANSCRIPT_LABEL).items
+            if c.metadata.name.startswith(prefix + "-")
+        ]
         if not invs and not chunks:
             return time.perf_counter() - began
         time.sleep(0.5)
@@ -216,23 +280,33 @@ def main() -> int:
         after = storage_bytes(api)
         print(f"many: {count} finished Investigations (each with a ~3 KiB transcript) created in {took:.1f} s")
         if before or after:
-            print(f"  etcd database growth {(after - before) / count / 1024:.1f} KiB per investigation, "
-                  "transcript included (apiserver_storage_size_bytes; history until compaction included)")
+            print(
+                f"  etcd database growth {(after - before) / count / 1024:.1f} KiB per investigation, "
+                "transcript included (apiserver_storage_size_bytes; history until compaction included)"
+            )
         kubectl = ensure_binaries(["kubernetes"])["kubectl"]
         samples = []
         for _ in range(3):
             began = time.perf_counter()
-            subprocess.run([str(kubectl), f"--kubeconfig={cluster.kubeconfig}", "get", "inv", "-n", namespace],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [str(kubectl), f"--kubeconfig={cluster.kubeconfig}", "get", "inv", "-n", namespace],
+                check=True,
+                capture_output=True,
+            )
             samples.append(time.perf_counter() - began)
-        print(f"  kubectl get inv -n {namespace}: median {statistics.median(samples):.2f} s "
-              f"(no target; {count} rows)")
+        print(f"  kubectl get inv -n {namespace}: median {statistics.median(samples):.2f} s (no target; {count} rows)")
 
         models = tmp / "models.yaml"
         models.write_text("bench:\n  model: openai/bench\n  api_base: http://127.0.0.1:9/v1\n  api_key: x\n")
         port = free_port()
-        proc = OperatorProcess(cluster, namespace, models, tmp / "operator.log", test_tools=False,
-                               extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{port}/healthz"])
+        proc = OperatorProcess(
+            cluster,
+            namespace,
+            models,
+            tmp / "operator.log",
+            test_tools=False,
+            extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{port}/healthz"],
+        )
         api_proc: ApiProcess | None = None
         began = time.perf_counter()
         proc.start()
@@ -241,20 +315,28 @@ def main() -> int:
         try:
             ready = wait_ready(proc, port, began, limit=300)
             settled, spent, rss, idle_cpu = settle(pid, began)
-            print(f"  operator: ready after {ready:.2f} s (target <= {TARGET_START_S:.0f} s: "
-                  f"{mark(ready, TARGET_START_S)}); idle again after ~{settled:.1f} s, "
-                  f"{spent:.1f} s CPU for start + first list")
-            print(f"  operator: RSS {rss / 1024:.0f} MiB (target <= {TARGET_RSS_MIB} MiB: "
-                  f"{mark(rss / 1024, TARGET_RSS_MIB)}); idle CPU {idle_cpu * 1000:.0f} ms/s")
+            print(
+                f"  operator: ready after {ready:.2f} s (target <= {TARGET_START_S:.0f} s: "
+                f"{mark(ready, TARGET_START_S)}); idle again after ~{settled:.1f} s, "
+                f"{spent:.1f} s CPU for start + first list"
+            )
+            print(
+                f"  operator: RSS {rss / 1024:.0f} MiB (target <= {TARGET_RSS_MIB} MiB: "
+                f"{mark(rss / 1024, TARGET_RSS_MIB)}); idle CPU {idle_cpu * 1000:.0f} ms/s"
+            )
 
             began = time.perf_counter()
             api_proc = ApiProcess(cluster, namespace, models, tmp / "api.log")
             api_ready = api_proc.wait_ready(began, limit=300)
             a_settled, a_spent, a_rss, a_idle = settle(api_proc.proc.pid, began)
-            print(f"  API: ready (lists done, watches open) after {api_ready:.2f} s; idle again after "
-                  f"~{a_settled:.1f} s, {a_spent:.1f} s CPU for start + first lists")
-            print(f"  API: RSS {a_rss / 1024:.0f} MiB (the operator's target for reference, <= "
-                  f"{TARGET_RSS_MIB} MiB: {mark(a_rss / 1024, TARGET_RSS_MIB)}); idle CPU {a_idle * 1000:.0f} ms/s")
+            print(
+                f"  API: ready (lists done, watches open) after {api_ready:.2f} s; idle again after "
+                f"~{a_settled:.1f} s, {a_spent:.1f} s CPU for start + first lists"
+            )
+            print(
+                f"  API: RSS {a_rss / 1024:.0f} MiB (the operator's target for reference, <= "
+                f"{TARGET_RSS_MIB} MiB: {mark(a_rss / 1024, TARGET_RSS_MIB)}); idle CPU {a_idle * 1000:.0f} ms/s"
+            )
             runs = []
             for _ in range(3):
                 began = time.perf_counter()
@@ -268,20 +350,25 @@ def main() -> int:
                 with urllib.request.urlopen(api_proc.url(f"/api/findings?{query}"), timeout=300) as response:
                     hits = len(json.loads(response.read())["findings"])
                 searches.append(time.perf_counter() - began)
-            print(f"  API: GET /api/findings over {count} runs: first (builds the index) "
-                  f"{searches[0]:.2f} s, then median {statistics.median(searches[1:]) * 1000:.0f} ms "
-                  f"({hits} hits); RSS after {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB "
-                  f"(target <= {TARGET_RSS_MIB} MiB: {mark(rss_kib(api_proc.proc.pid) / 1024, TARGET_RSS_MIB)})")
+            print(
+                f"  API: GET /api/findings over {count} runs: first (builds the index) "
+                f"{searches[0]:.2f} s, then median {statistics.median(searches[1:]) * 1000:.0f} ms "
+                f"({hits} hits); RSS after {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB "
+                f"(target <= {TARGET_RSS_MIB} MiB: {mark(rss_kib(api_proc.proc.pid) / 1024, TARGET_RSS_MIB)})"
+            )
 
             ttl = 3
-            asyncio.run(create_finished(api, namespace, args.ttl_count, prefix="ttl",
-                                        ttlSecondsAfterFinished=ttl))
+            asyncio.run(create_finished(api, namespace, args.ttl_count, prefix="ttl", ttlSecondsAfterFinished=ttl))
             gone = wait_gone(api, namespace, "ttl", limit=300)
-            print(f"  TTL: {args.ttl_count} finished with ttlSecondsAfterFinished={ttl} and a transcript each: "
-                  f"all gone, transcripts included, {gone:.1f} s after the last was created")
-            print(f"  RSS after that: operator {rss_kib(pid) / 1024:.0f} MiB (it began to run some of them before "
-                  f"they were marked finished, so litellm is imported: ~+150 MiB, see burst_bench), "
-                  f"API {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB")
+            print(
+                f"  TTL: {args.ttl_count} finished with ttlSecondsAfterFinished={ttl} and a transcript each: "
+                f"all gone, transcripts included, {gone:.1f} s after the last was created"
+            )
+            print(
+                f"  RSS after that: operator {rss_kib(pid) / 1024:.0f} MiB (it began to run some of them before "
+                f"they were marked finished, so litellm is imported: ~+150 MiB, see burst_bench), "
+                f"API {rss_kib(api_proc.proc.pid) / 1024:.0f} MiB"
+            )
         finally:
             proc.terminate()
             if api_proc is not None:

@@ -24,16 +24,22 @@ CALLS = 30
 async def main() -> None:
     folder = Path(tempfile.mkdtemp())
     port = free_port()
-    server = McpProcess([sys.executable, "-m", "lestrade.testing.mcp_testserver", "--port", str(port),
-                         "--effects", str(folder)], port, folder / "mcp.log", folder).start()
+    server = McpProcess(
+        [sys.executable, "-m", "lestrade.testing.mcp_testserver", "--port", str(port), "--effects", str(folder)],
+        port,
+        folder / "mcp.log",
+        folder,
+    ).start()
     try:
         config = ServerConfig(server.url)
         await call_tool(config, "echo", {"text": "warm up"})
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(CALLS):
             await call_tool(config, "echo", {"text": "x"})
-        print(f"echo: {(time.perf_counter() - wall) / CALLS * 1000:.1f} ms wall, "
-              f"{(time.process_time() - cpu) / CALLS * 1000:.1f} ms client CPU per call (session each)")
+        print(
+            f"echo: {(time.perf_counter() - wall) / CALLS * 1000:.1f} ms wall, "
+            f"{(time.process_time() - cpu) / CALLS * 1000:.1f} ms client CPU per call (session each)"
+        )
         hub = McpHub()
         entry = hub.entry("bench", "tsrv")
         entry.config = config
@@ -41,8 +47,10 @@ async def main() -> None:
         huge = next(t for ts in hub.toolsets(hub.servers_for("bench")) for t in ts.tools if t.name == "tsrv__huge")
         wall, cpu = time.perf_counter(), time.process_time()
         out = await huge.run({"size": 1_000_000})
-        print(f"huge (1 MB answer -> {len(out.data)} chars): {(time.perf_counter() - wall) * 1000:.0f} ms wall, "
-              f"{(time.process_time() - cpu) * 1000:.0f} ms client CPU")
+        print(
+            f"huge (1 MB answer -> {len(out.data)} chars): {(time.perf_counter() - wall) * 1000:.0f} ms wall, "
+            f"{(time.process_time() - cpu) * 1000:.0f} ms client CPU"
+        )
     finally:
         server.stop()
 

@@ -115,7 +115,8 @@ class ModelServerProcess:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lestrade.modelserver", "--port", str(self.port), "--scenario-file", str(path)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
         while True:
@@ -144,14 +145,27 @@ def scenario(name: str, tool_steps: int, latency_ms: int = 0) -> Scenario:
     return Scenario(name=name, steps=steps)
 
 
-def watch_until_done(api: k8s.ApiClient, namespace: str, names: set[str], version: str,
-                     timeout: float, on_done: Callable[[str, float], None]) -> None:
+def watch_until_done(
+    api: k8s.ApiClient,
+    namespace: str,
+    names: set[str],
+    version: str,
+    timeout: float,
+    on_done: Callable[[str, float], None],
+) -> None:
     custom = k8s.CustomObjectsApi(api)
     left = set(names)
     deadline = time.monotonic() + timeout
     while left and time.monotonic() < deadline:
-        stream = watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                      PLURAL, resource_version=version, timeout_seconds=int(timeout))
+        stream = watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            resource_version=version,
+            timeout_seconds=int(timeout),
+        )
         for event in stream:
             obj = event["object"]
             version = obj["metadata"]["resourceVersion"]
@@ -175,12 +189,13 @@ def new_namespace(api: k8s.ApiClient, name: str) -> str:
 def overhead(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, runs: int) -> None:
     namespace = new_namespace(api, "bench-overhead")
     custom = k8s.CustomObjectsApi(api)
-    with OperatorThread(cluster, namespace, model_list(server, "bench-five"), tools=bench_tools,
-                        status_interval=0.3):
+    with OperatorThread(cluster, namespace, model_list(server, "bench-five"), tools=bench_tools, status_interval=0.3):
         samples = []
         for i in range(runs + 2):  # the first two warm up imports and connections
             name = f"o-{i}"
-            version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
+            version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"][
+                "resourceVersion"
+            ]
             model0, tools0 = TIMINGS.model, TIMINGS.tools
             done: dict[str, float] = {}
             start = time.perf_counter()
@@ -195,18 +210,23 @@ def overhead(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProce
         model_tool = sorted(s for _, s in samples)
         print(f"overhead: {runs} investigations x 5 tool steps, instant model")
         print(f"  created -> Succeeded   median {statistics.median(walls) * 1000:.0f} ms")
-        print(f"  model calls + tools    median {statistics.median(model_tool) * 1000:.0f} ms "
-              "(litellm client work on an instant model)")
-        print(f"  operator overhead      median {statistics.median(overheads) * 1000:.0f} ms, "
-              f"p90 {overheads[int(len(overheads) * 0.9) - 1] * 1000:.0f} ms  (target <= 150 ms)")
+        print(
+            f"  model calls + tools    median {statistics.median(model_tool) * 1000:.0f} ms "
+            "(litellm client work on an instant model)"
+        )
+        print(
+            f"  operator overhead      median {statistics.median(overheads) * 1000:.0f} ms, "
+            f"p90 {overheads[int(len(overheads) * 0.9) - 1] * 1000:.0f} ms  (target <= 150 ms)"
+        )
 
 
 def burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int) -> None:
     namespace = new_namespace(api, f"bench-burst-{count}")
     custom = k8s.CustomObjectsApi(api)
     ideal = 4 * 0.5
-    with OperatorThread(cluster, namespace, model_list(server, "bench-burst"), tools=bench_tools,
-                        concurrency=count, status_interval=0.5):
+    with OperatorThread(
+        cluster, namespace, model_list(server, "bench-burst"), tools=bench_tools, concurrency=count, status_interval=0.5
+    ):
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation("warmup"))
         version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
         watch_until_done(api, namespace, {"warmup"}, version, 60, lambda *_: None)
@@ -226,8 +246,14 @@ def burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
         cpu = time.process_time()
         start = time.perf_counter()
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda n: custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, investigation(n)), sorted(names)))
+            list(
+                pool.map(
+                    lambda n: custom.create_namespaced_custom_object(
+                        GROUP, VERSION, namespace, PLURAL, investigation(n)
+                    ),
+                    sorted(names),
+                )
+            )
         created = time.perf_counter() - start
         watcher.join()
         if result:
@@ -235,10 +261,14 @@ def burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
         wall = max(finished.values()) - start
         cpu = time.process_time() - cpu
         print(f"burst: {count} investigations at once, 4 model calls of 500 ms each")
-        print(f"  all created after {created:.2f} s; last Succeeded after {wall:.2f} s "
-              f"= {wall / ideal:.2f}x the ideal {ideal:.1f} s (target <= 1.5x)")
-        print(f"  operator process CPU {cpu:.1f} s = {cpu / count * 1000:.0f} ms per investigation "
-              f"({os.cpu_count()} cores shared with the apiserver, etcd and the model server)")
+        print(
+            f"  all created after {created:.2f} s; last Succeeded after {wall:.2f} s "
+            f"= {wall / ideal:.2f}x the ideal {ideal:.1f} s (target <= 1.5x)"
+        )
+        print(
+            f"  operator process CPU {cpu:.1f} s = {cpu / count * 1000:.0f} ms per investigation "
+            f"({os.cpu_count()} cores shared with the apiserver, etcd and the model server)"
+        )
 
 
 def rss_kib(pid: int) -> int:
@@ -248,12 +278,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int,
-           tmp: Path) -> None:
+def memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int, tmp: Path) -> None:
     namespace = new_namespace(api, "bench-memory")
     models = write_model_list(tmp / "models.yaml", server, "bench-memory")
-    proc = OperatorProcess(cluster, namespace, models, tmp / "operator.log",
-                           env={"LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10)}).start()
+    proc = OperatorProcess(
+        cluster, namespace, models, tmp / "operator.log", env={"LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10)}
+    ).start()
     custom = k8s.CustomObjectsApi(api)
 
     def running(names: set[str]) -> None:
@@ -261,8 +291,15 @@ def memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess
         for name in names:
             custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation(name))
         left = set(names)
-        for event in watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                          PLURAL, resource_version=version, timeout_seconds=120):
+        for event in watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            resource_version=version,
+            timeout_seconds=120,
+        ):
             if (event["object"].get("status") or {}).get("phase") == "Running":
                 left.discard(event["object"]["metadata"]["name"])
                 if not left:
@@ -277,9 +314,11 @@ def memory(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess
         running({f"m-{i}" for i in range(count)})
         time.sleep(3)
         busy = rss_kib(proc.proc.pid)
-        print(f"memory: operator process RSS {idle / 1024:.0f} MiB with one run waiting on the model; "
-              f"{busy / 1024:.0f} MiB with {count + 1}: "
-              f"{(busy - idle) / count:.0f} KiB per running investigation")
+        print(
+            f"memory: operator process RSS {idle / 1024:.0f} MiB with one run waiting on the model; "
+            f"{busy / 1024:.0f} MiB with {count + 1}: "
+            f"{(busy - idle) / count:.0f} KiB per running investigation"
+        )
     finally:
         proc.terminate()
 
@@ -293,11 +332,14 @@ def main() -> int:
     loop_module.complete = _timed_complete  # type: ignore[attr-defined]
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"lestrade-bench-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
-    server = ModelServerProcess([
-        scenario("bench-five", 5),
-        scenario("bench-burst", 3, latency_ms=500),
-        scenario("bench-memory", 1, latency_ms=600_000),
-    ], tmp)
+    server = ModelServerProcess(
+        [
+            scenario("bench-five", 5),
+            scenario("bench-burst", 3, latency_ms=500),
+            scenario("bench-memory", 1, latency_ms=600_000),
+        ],
+        tmp,
+    )
     cluster = LocalCluster.start()
     try:
         api = cluster.api_client()

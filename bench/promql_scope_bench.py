@@ -18,7 +18,7 @@ SCOPE = NamespaceScope(("shop", "shop-db"))
 CASES = {
     "one selector": "up",
     "typical": 'histogram_quantile(0.95, sum by (le, pod) (rate(http_request_duration_seconds_bucket{code=~"5.."}[5m])))'
-               ' / on(pod) group_left() max_over_time(kube_pod_container_resource_limits{resource="memory"}[1h:1m])',
+    ' / on(pod) group_left() max_over_time(kube_pod_container_resource_limits{resource="memory"}[1h:1m])',
     # the worst shapes under the size bound (MAX_NODES): the parser's tree walks grow faster
     # than the tree, which is why the bound exists; a 200-selector query is refused at once
     "30-way or": " or ".join(f'metric_{i}{{job="j{i}"}}' for i in range(30)),

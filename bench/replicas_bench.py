@@ -51,17 +51,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_replicas(cluster: LocalCluster, namespace: str, models: Path, count: int, n: int,
-                   tmp: Path) -> list[OperatorProcess]:
+def start_replicas(
+    cluster: LocalCluster, namespace: str, models: Path, count: int, n: int, tmp: Path
+) -> list[OperatorProcess]:
     """`n` operator processes sharing the namespace's work, each ready (liveness answers)."""
     procs = []
     for i in range(n):
         port = free_port()
         proc = OperatorProcess(
-            cluster, namespace, models, tmp / f"replica-{n}-{i}.log", test_tools=False,
+            cluster,
+            namespace,
+            models,
+            tmp / f"replica-{n}-{i}.log",
+            test_tools=False,
             extra_args=["--replicas", "shared", "--liveness", f"http://127.0.0.1:{port}/healthz"],
-            env={"LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10), "LESTRADE_STATUS_INTERVAL": "0.5",
-                 "LESTRADE_REPLICA_NAME": f"r{i}", "POD_NAMESPACE": namespace},
+            env={
+                "LESTRADE_MAX_CONCURRENT_RUNS": str(count + 10),
+                "LESTRADE_STATUS_INTERVAL": "0.5",
+                "LESTRADE_REPLICA_NAME": f"r{i}",
+                "POD_NAMESPACE": namespace,
+            },
         )
         # This file is the replicas' entry point (`--replica`): the product's `main` with the
         # echo tool of burst_bench.py, as the burst there uses.
@@ -75,8 +84,11 @@ def start_replicas(cluster: LocalCluster, namespace: str, models: Path, count: i
 
 def owners(api: k8s.ApiClient, namespace: str, names: set[str]) -> Counter[str]:
     items = k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
-    return Counter(((i["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION) or "?").split("/")[0]
-                   for i in items if i["metadata"]["name"] in names)
+    return Counter(
+        ((i["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION) or "?").split("/")[0]
+        for i in items
+        if i["metadata"]["name"] in names
+    )
 
 
 def run_and_wait(api: k8s.ApiClient, namespace: str, names: set[str]) -> float:
@@ -96,6 +108,7 @@ def run_and_wait(api: k8s.ApiClient, namespace: str, names: set[str]) -> float:
     watcher = threading.Thread(target=observe)
     watcher.start()
     start = time.perf_counter()
+
     def create(name: str) -> None:
         for attempt in range(20):
             try:
@@ -116,8 +129,9 @@ def run_and_wait(api: k8s.ApiClient, namespace: str, names: set[str]) -> float:
     return max(t for (_, phase), t in phases.items() if phase == "Succeeded") - start
 
 
-def burst_with(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int,
-               n: int, tmp: Path) -> dict[str, Any]:
+def burst_with(
+    cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess, count: int, n: int, tmp: Path
+) -> dict[str, Any]:
     namespace = new_namespace(api, f"bench-replicas-{n}")
     models = write_model_list(tmp / "models.yaml", server, SCENARIO)
     procs = start_replicas(cluster, namespace, models, count, n, tmp)
@@ -164,23 +178,29 @@ def main() -> int:
     cores = os.cpu_count() or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     ideal = 4 * LATENCY_MS / 1000
-    print(f"replicas: burst of {count} Investigations, 4 model calls of {LATENCY_MS} ms each "
-          f"(ideal wall {ideal:.1f} s), `--replicas shared` processes")
+    print(
+        f"replicas: burst of {count} Investigations, 4 model calls of {LATENCY_MS} ms each "
+        f"(ideal wall {ideal:.1f} s), `--replicas shared` processes"
+    )
     print(f"  machine: {cores} cores ({usable} usable); load average now {os.getloadavg()[0]:.1f}")
     for label, r in (("1 replica ", one), ("2 replicas", two)):
         split = ", ".join(f"{k}: {v}" for k, v in sorted(r["split"].items()))
-        print(f"  {label}  wall {r['wall']:6.2f} s   CPU {r['cpu'] / count * 1000:6.1f} ms/investigation "
-              f"({r['cpu'] / r['wall']:.2f} cores busy)   split {split}   leases lost {r['lost']}")
+        print(
+            f"  {label}  wall {r['wall']:6.2f} s   CPU {r['cpu'] / count * 1000:6.1f} ms/investigation "
+            f"({r['cpu'] / r['wall']:.2f} cores busy)   split {split}   leases lost {r['lost']}"
+        )
     print(f"  ratio           1 replica / 2 replicas = {one['wall'] / two['wall']:.2f}x")
-    print("  expected scaling: each replica is one Python process (one GIL), so the burst's "
-          "operator CPU splits over the replicas; with N replicas and N spare cores the wall "
-          "approaches max(ideal, wall(1)/N), plus one claim write per run and the handoff delay "
-          "(LESTRADE_CLAIM_HANDOFF) for runs preferred by the other replica. Here the apiserver, "
-          f"etcd and the model server share the same {usable} cores, so less than "
-          f"{min(2, usable):d}x is expected; when one replica keeps less than a core busy, the "
-          "bottleneck is elsewhere (apiserver, etcd) and a second replica cannot shorten the wall. "
-          "Every replica also processes every watch event and has a daemon per object (only the "
-          "owner supervises), so CPU per investigation grows with the replica count.")
+    print(
+        "  expected scaling: each replica is one Python process (one GIL), so the burst's "
+        "operator CPU splits over the replicas; with N replicas and N spare cores the wall "
+        "approaches max(ideal, wall(1)/N), plus one claim write per run and the handoff delay "
+        "(LESTRADE_CLAIM_HANDOFF) for runs preferred by the other replica. Here the apiserver, "
+        f"etcd and the model server share the same {usable} cores, so less than "
+        f"{min(2, usable):d}x is expected; when one replica keeps less than a core busy, the "
+        "bottleneck is elsewhere (apiserver, etcd) and a second replica cannot shorten the wall. "
+        "Every replica also processes every watch event and has a daemon per object (only the "
+        "owner supervises), so CPU per investigation grows with the replica count."
+    )
     return 0
 
 

@@ -72,11 +72,16 @@ def _ready(port: int) -> bool:
 
 
 class Operator:
-    def __init__(self, cluster: LocalCluster, namespace: str, models: Path, tmp: Path, n: int, warm: bool,
-                 **env: str) -> None:
+    def __init__(
+        self, cluster: LocalCluster, namespace: str, models: Path, tmp: Path, n: int, warm: bool, **env: str
+    ) -> None:
         self.port = free_port()
         self.proc = OperatorProcess(
-            cluster, namespace, models, tmp / f"operator-{n}.log", test_tools=False,
+            cluster,
+            namespace,
+            models,
+            tmp / f"operator-{n}.log",
+            test_tools=False,
             extra_args=["--standalone", "--liveness", f"http://127.0.0.1:{self.port}/healthz"],
             env={"LESTRADE_WARM_MODEL_CLIENT": "true" if warm else "false", **env},
         )
@@ -91,8 +96,9 @@ class Operator:
         return began, ready
 
 
-def restart(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, runs: int,
-            tmp: Path, warm: bool) -> None:
+def restart(
+    cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, runs: int, tmp: Path, warm: bool
+) -> None:
     label = "model client warmed at start" if warm else "LESTRADE_WARM_MODEL_CLIENT=false"
     namespace = f"bench-restart-{'warm' if warm else 'cold'}"
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
@@ -119,8 +125,7 @@ def restart(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServ
     print(f"  ready -> all {runs:3d} resumed model calls      {every - ready:6.2f} s   (target <= 3 s)")
 
 
-def first_run(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, tmp: Path,
-              warm: bool) -> None:
+def first_run(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, tmp: Path, warm: bool) -> None:
     label = "model client warmed at start" if warm else "LESTRADE_WARM_MODEL_CLIENT=false"
     namespace = f"bench-first-{'warm' if warm else 'cold'}"
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
@@ -129,7 +134,9 @@ def first_run(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelSe
     op = Operator(cluster, namespace, models, tmp, 3, warm)
     began, ready = op.start()
     try:
-        k8s.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation("first"))
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, investigation("first")
+        )
         called = _wait("the first model call", lambda: len(server.requests(SLOW)) >= 1, 300)
     finally:
         op.proc.terminate()
@@ -138,8 +145,9 @@ def first_run(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelSe
     print(f"  ready -> created -> its model call        {called - ready:6.2f} s   (target <= 1 s)")
 
 
-def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, count: int,
-                       tmp: Path) -> None:
+def idle_conversations(
+    cluster: LocalCluster, api: k8s.ApiClient, server: ScriptedModelServer, count: int, tmp: Path
+) -> None:
     namespace = "bench-idle"
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
     custom = k8s.CustomObjectsApi(api)
@@ -147,14 +155,37 @@ def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: Script
 
     def answered(i: int) -> None:
         name = f"c-{i:05d}"
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "conversations", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Conversation", "metadata": {"name": name},
-            "spec": {"turns": [{"ask": "why is web-1 restarting? " + "context " * 40}]},
-        })
-        custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "conversations", name, {
-            "status": {"phase": "Answered", "turns": [{"ask": "why is web-1 restarting?", "phase": "Answered",
-                                                       "answer": "It ran out of memory. " * 40}]},
-        })
+        custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            "conversations",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Conversation",
+                "metadata": {"name": name},
+                "spec": {"turns": [{"ask": "why is web-1 restarting? " + "context " * 40}]},
+            },
+        )
+        custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            "conversations",
+            name,
+            {
+                "status": {
+                    "phase": "Answered",
+                    "turns": [
+                        {
+                            "ask": "why is web-1 restarting?",
+                            "phase": "Answered",
+                            "answer": "It ran out of memory. " * 40,
+                        }
+                    ],
+                },
+            },
+        )
 
     began = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
@@ -165,8 +196,14 @@ def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: Script
         total, token = 0, None
         while True:
             found = custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "conversations", label_selector=IDLE_LABEL, limit=500,
-                **({"_continue": token} if token else {}))
+                GROUP,
+                VERSION,
+                namespace,
+                "conversations",
+                label_selector=IDLE_LABEL,
+                limit=500,
+                **({"_continue": token} if token else {}),
+            )
             total += len(found["items"])
             token = found["metadata"].get("continue")
             if not token:
@@ -187,8 +224,7 @@ def idle_conversations(cluster: LocalCluster, api: k8s.ApiClient, server: Script
 
     measure(4, "RSS, first start (labels them idle)")
     measure(5, "RSS, next start (idle ones never sent to it)")
-    measure(6, "RSS, LESTRADE_SELECT_IDLE_CONVERSATIONS=false (as before)",
-            LESTRADE_SELECT_IDLE_CONVERSATIONS="false")
+    measure(6, "RSS, LESTRADE_SELECT_IDLE_CONVERSATIONS=false (as before)", LESTRADE_SELECT_IDLE_CONVERSATIONS="false")
 
 
 def main() -> int:

@@ -38,17 +38,26 @@ async def main(starts: int, executes: int) -> int:
         start_times.append(time.perf_counter() - began)
         await repl.close()
     async with Repl() as repl:
-        rss = next(line.split()[1] for line in Path(f"/proc/{repl.pid}/status").read_text().splitlines() if line.startswith("VmRSS"))
+        rss = next(
+            line.split()[1]
+            for line in Path(f"/proc/{repl.pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS")
+        )
         await repl.execute("x = 0", _answer)
         exec_times, call_times = [], []
         for _ in range(executes):
             began = time.perf_counter()
             await repl.execute("x += 1", _answer)
             exec_times.append(time.perf_counter() - began)
-        result = await repl.execute(f"import time\nt = []\nfor _ in range({executes}):\n    s = time.perf_counter()\n"
-                                    "    llm_query('q')\n    t.append(time.perf_counter() - s)\nsorted(t)[len(t) // 2]", _answer)
+        result = await repl.execute(
+            f"import time\nt = []\nfor _ in range({executes}):\n    s = time.perf_counter()\n"
+            "    llm_query('q')\n    t.append(time.perf_counter() - s)\nsorted(t)[len(t) // 2]",
+            _answer,
+        )
         call_times.append(float(result.stdout))
-    print(f"REPL start:            median {statistics.median(start_times) * 1000:7.1f} ms, worst {max(start_times) * 1000:7.1f} ms ({starts} starts)")
+    print(
+        f"REPL start:            median {statistics.median(start_times) * 1000:7.1f} ms, worst {max(start_times) * 1000:7.1f} ms ({starts} starts)"
+    )
     print(f"execute overhead:      median {statistics.median(exec_times) * 1000:7.2f} ms ({executes} trivial blocks)")
     print(f"call from code:        median {call_times[0] * 1000:7.2f} ms per llm_query/tool round trip")
     print(f"REPL resident memory:  {int(rss) / 1024:7.1f} MiB")

@@ -52,21 +52,32 @@ def _ensure_namespace(api_client: k8s.ApiClient, name: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def deployed(cluster: Any, api_client: k8s.ApiClient, crds: None,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+def deployed(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployed]:
     api_url = os.environ.get("LESTRADE_E2E_API_URL")
     if api_url:
         namespace = os.environ.get("LESTRADE_E2E_NAMESPACE", "lestrade-e2e")
         _ensure_namespace(api_client, namespace)
-        yield Deployed(api_url.rstrip("/"), os.environ.get("LESTRADE_E2E_RELEASE_NAMESPACE", "lestrade-system"),
-                       namespace, simulated=False)
+        yield Deployed(
+            api_url.rstrip("/"),
+            os.environ.get("LESTRADE_E2E_RELEASE_NAMESPACE", "lestrade-system"),
+            namespace,
+            simulated=False,
+        )
         return
     # One namespace for the release and the scenarios: the operator watches only it, so the
     # operators other tests run in this session never see these Investigations, nor it theirs.
     namespace = f"lestrade-e2e-{uuid.uuid4().hex[:6]}"
     _ensure_namespace(api_client, namespace)
-    release = LocalRelease(cluster, "e2e", namespace, Path(tmp_path_factory.mktemp("release")),
-                           values={"operator": {"watchNamespaces": [namespace]}}, runner=image_runner())
+    release = LocalRelease(
+        cluster,
+        "e2e",
+        namespace,
+        Path(tmp_path_factory.mktemp("release")),
+        values={"operator": {"watchNamespaces": [namespace]}},
+        runner=image_runner(),
+    )
     try:
         release.install()
         assert release.pod is not None

@@ -22,19 +22,28 @@ from lestrade.operator.tools import default_registry
 async def test_demo_model_investigates_a_real_crash_loop(api_client, namespace, kwok_logs, model_server) -> None:
     apps, core = k8s.AppsV1Api(api_client), k8s.CoreV1Api(api_client)
     labels = {"app": "inventory-api"}
-    apps.create_namespaced_deployment(namespace, k8s.V1Deployment(
-        metadata=k8s.V1ObjectMeta(name="inventory-api"),
-        spec=k8s.V1DeploymentSpec(
-            replicas=1,
-            selector=k8s.V1LabelSelector(match_labels=labels),
-            template=k8s.V1PodTemplateSpec(
-                metadata=k8s.V1ObjectMeta(labels=labels, annotations={
-                    "lestrade.dev/simulate": "crashloop",  # OOMKilled, exit code 137 by default
-                    "lestrade.dev/restart-count": "13"}),
-                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="api", image="registry.example/inventory:2.1")]),
+    apps.create_namespaced_deployment(
+        namespace,
+        k8s.V1Deployment(
+            metadata=k8s.V1ObjectMeta(name="inventory-api"),
+            spec=k8s.V1DeploymentSpec(
+                replicas=1,
+                selector=k8s.V1LabelSelector(match_labels=labels),
+                template=k8s.V1PodTemplateSpec(
+                    metadata=k8s.V1ObjectMeta(
+                        labels=labels,
+                        annotations={
+                            "lestrade.dev/simulate": "crashloop",  # OOMKilled, exit code 137 by default
+                            "lestrade.dev/restart-count": "13",
+                        },
+                    ),
+                    spec=k8s.V1PodSpec(
+                        containers=[k8s.V1Container(name="api", image="registry.example/inventory:2.1")]
+                    ),
+                ),
             ),
         ),
-    ))
+    )
 
     def crashlooping_pod() -> str | None:
         pods = core.list_namespaced_pod(namespace, label_selector="app=inventory-api").items
@@ -47,13 +56,20 @@ async def test_demo_model_investigates_a_real_crash_loop(api_client, namespace, 
     registry = default_registry(api_client)
     schemas = {s["function"]["name"]: s["function"]["parameters"] for s in registry.schemas()}
     agent = Agent(demo_model(model_server.base_url), registry, PromptConfig(sections=DEFAULT_SECTIONS))
-    messages = agent.initial_messages(InvestigationRequest(
-        title="KubePodCrashLooping", description=f"pods of inventory-api in namespace {namespace} restart"))
+    messages = agent.initial_messages(
+        InvestigationRequest(
+            title="KubePodCrashLooping", description=f"pods of inventory-api in namespace {namespace} restart"
+        )
+    )
     events = [event async for event in agent.run(messages)]
 
     started = [e for e in events if isinstance(e, ToolStarted)]
-    assert [e.name for e in started] == ["kubectl_find_resource", "kubectl_describe",
-                                         "kubectl_previous_logs", "kubectl_events"]
+    assert [e.name for e in started] == [
+        "kubectl_find_resource",
+        "kubectl_describe",
+        "kubectl_previous_logs",
+        "kubectl_events",
+    ]
     for call in started:
         jsonschema.validate(call.params, schemas[call.name])
     results = [e for e in events if isinstance(e, ToolResult)]

@@ -57,23 +57,49 @@ def _poison_discovery_cache(cache_dir: Path, server: str) -> None:
     folder = cache_dir / "discovery" / server.removeprefix("https://").replace(":", "_")
     groups = [("", "v1"), ("apiextensions.k8s.io", "apiextensions.k8s.io/v1")]
     resources = {
-        "v1": [{"name": "namespaces", "singularName": "namespace", "namespaced": False,
-                "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]}],
-        "apiextensions.k8s.io/v1": [{"name": "customresourcedefinitions",
-                                     "singularName": "customresourcedefinition", "namespaced": False,
-                                     "kind": "CustomResourceDefinition", "verbs": ["get", "list"],
-                                     "shortNames": ["crd", "crds"]}],
+        "v1": [
+            {
+                "name": "namespaces",
+                "singularName": "namespace",
+                "namespaced": False,
+                "kind": "Namespace",
+                "verbs": ["get", "list"],
+                "shortNames": ["ns"],
+            }
+        ],
+        "apiextensions.k8s.io/v1": [
+            {
+                "name": "customresourcedefinitions",
+                "singularName": "customresourcedefinition",
+                "namespaced": False,
+                "kind": "CustomResourceDefinition",
+                "verbs": ["get", "list"],
+                "shortNames": ["crd", "crds"],
+            }
+        ],
     }
     folder.mkdir(parents=True)
-    (folder / "servergroups.json").write_text(json.dumps({
-        "kind": "APIGroupList", "apiVersion": "v1",
-        "groups": [{"name": name, "versions": [{"groupVersion": gv, "version": "v1"}],
-                    "preferredVersion": {"groupVersion": gv, "version": "v1"}} for name, gv in groups],
-    }))
+    (folder / "servergroups.json").write_text(
+        json.dumps(
+            {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": name,
+                        "versions": [{"groupVersion": gv, "version": "v1"}],
+                        "preferredVersion": {"groupVersion": gv, "version": "v1"},
+                    }
+                    for name, gv in groups
+                ],
+            }
+        )
+    )
     for gv, listed in resources.items():
         (folder / gv).mkdir(parents=True)
-        (folder / gv / "serverresources.json").write_text(json.dumps(
-            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": listed}))
+        (folder / gv / "serverresources.json").write_text(
+            json.dumps({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": listed})
+        )
 
 
 @dataclass
@@ -99,15 +125,19 @@ def _make_run(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterat
         _poison_discovery_cache(cache, f"https://127.0.0.1:{apiserver_port}")
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "LESTRADE_MODEL_LIST")}
     env.update(
-        LESTRADE_API_PORT=str(port), LESTRADE_APISERVER_PORT=str(apiserver_port), PYTHONUNBUFFERED="1",
-        HOME=str(home), KUBECACHEDIR=str(kubecachedir),
+        LESTRADE_API_PORT=str(port),
+        LESTRADE_APISERVER_PORT=str(apiserver_port),
+        PYTHONUNBUFFERED="1",
+        HOME=str(home),
+        KUBECACHEDIR=str(kubecachedir),
         LESTRADE_CACHE_DIR=str(cache_root()),  # the binaries built before, not in the new home
         **(extra_env or {}),
     )
     log_path = tmp_path / "run.log"
     log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "lestrade.cli", "run"], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lestrade.cli", "run"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         # Polled: nothing announces readiness but /readyz itself. A `make run` that exits fails
         # at once (a failed wait_until condition would only be retried until the timeout).
@@ -151,9 +181,12 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> Non
     # The README's HTTP quickstart: the model list, then a chat answered by the demo model.
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/model", timeout=10) as response:
         assert json.load(response)["model_name"]
-    chat = urllib.request.Request(f"http://127.0.0.1:{port}/api/chat", method="POST",
-                                  data=json.dumps({"ask": "Which pods are crash-looping?"}).encode(),
-                                  headers={"Content-Type": "application/json"})  # as the README's `-H "$J"`
+    chat = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/chat",
+        method="POST",
+        data=json.dumps({"ask": "Which pods are crash-looping?"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # as the README's `-H "$J"`
     with urllib.request.urlopen(chat, timeout=120) as response:
         answer = json.load(response)
     assert "Demo model" in answer["analysis"] and answer["conversation_id"]
@@ -168,9 +201,12 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> Non
     assert "DEMO model" in output and "export KUBECONFIG=" in output
     # The tools act as a read-only ServiceAccount, never with this admin kubeconfig.
     assert "tools act as the read-only ServiceAccount default/lestrade-tools" in output
-    can = subprocess.run([kubectl, "auth", "can-i", "get", "secrets", "-A",
-                          "--as=system:serviceaccount:default:lestrade-tools"],
-                         env=user_env, capture_output=True, text=True)
+    can = subprocess.run(
+        [kubectl, "auth", "can-i", "get", "secrets", "-A", "--as=system:serviceaccount:default:lestrade-tools"],
+        env=user_env,
+        capture_output=True,
+        text=True,
+    )
     assert can.stdout.strip() == "no"
 
     family = _descendants(proc.pid)

@@ -27,8 +27,8 @@ README = REPO / "README.md"
 QUICKSTARTS = ("## Quickstart with kubectl", "## Quickstart with HTTP (HolmesGPT-compatible)")
 TEMPLATES = {  # commands with placeholders, shown for the reader to fill in
     "kubectl get inv NAME -o jsonpath='{.status.pendingApprovals}'",
-    "kubectl patch inv NAME --type merge -p '{\"spec\":{\"decisions\":{\"CALL_ID\":{\"approved\":true}}}}'",
-    "curl -s localhost:8080/chat/relay/RELAY_ID -d '{\"sessionId\": \"harness-...\", \"response\": {\"approved\": true, \"always\": true}}'",
+    'kubectl patch inv NAME --type merge -p \'{"spec":{"decisions":{"CALL_ID":{"approved":true}}}}\'',
+    'curl -s localhost:8080/chat/relay/RELAY_ID -d \'{"sessionId": "harness-...", "response": {"approved": true, "always": true}}\'',
 }
 
 
@@ -73,8 +73,8 @@ def comment_of(readme: str, command: str) -> str:
     """The README's comment on a command's line: what it says the command answers."""
     first = command.splitlines()[0]
     for line in readme.splitlines():
-        if line.startswith(first) and "#" in line[len(first):]:
-            return line[len(first):].split("#", 1)[1].strip()
+        if line.startswith(first) and "#" in line[len(first) :]:
+            return line[len(first) :].split("#", 1)[1].strip()
     return ""
 
 
@@ -94,13 +94,26 @@ class Shell:
     def __call__(self, command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         if command.startswith("export "):
             self.exports.append(command)
-        return subprocess.run(["bash", "-c", self._script(command)], cwd=self.run.workdir, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            ["bash", "-c", self._script(command)],
+            cwd=self.run.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def until(self, command: str, done: Callable[[str], bool], timeout: float = 240) -> str:
         """A watch: its output until `done` holds (the watch is ended then), or a failure."""
-        proc = subprocess.Popen(["bash", "-c", self._script(command)], cwd=self.run.workdir, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", self._script(command)],
+            cwd=self.run.workdir,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         seen = ""
         try:
             assert proc.stdout is not None
@@ -194,16 +207,24 @@ def expectations(shell: Shell, readme: str) -> dict[str, Callable[[str], None]]:
         ok(shell(c))
 
     return {
-        "export KUBECONFIG=": applied, "export PATH=": applied,
-        "kubectl get crd": crds, "kubectl get lestrade": applied, "curl -s localhost:8080/readyz": readyz,
-        "kubectl apply -f examples/crashloop.yaml": applied, "kubectl get inv -w": inv_watch,
+        "export KUBECONFIG=": applied,
+        "export PATH=": applied,
+        "kubectl get crd": crds,
+        "kubectl get lestrade": applied,
+        "curl -s localhost:8080/readyz": readyz,
+        "kubectl apply -f examples/crashloop.yaml": applied,
+        "kubectl get inv -w": inv_watch,
         "kubectl get inv inventory-api-crashloop -o jsonpath": analysis,
-        "kubectl apply -f examples/conversation.yaml": applied, "kubectl wait conv": conv_wait,
-        "kubectl get conv ask-about-the-cluster -o jsonpath": answer, "kubectl patch conv": applied,
+        "kubectl apply -f examples/conversation.yaml": applied,
+        "kubectl wait conv": conv_wait,
+        "kubectl get conv ask-about-the-cluster -o jsonpath": answer,
+        "kubectl patch conv": applied,
         "kubectl get conv -w": conv_watch,
-        "curl -s localhost:8080/api/model": models, "curl -s localhost:8080/api/info": info,
+        "curl -s localhost:8080/api/model": models,
+        "curl -s localhost:8080/api/info": info,
         "curl -s localhost:8080/api/chat": chat,
-        "curl -sN localhost:8080/api/chat": chat_stream, "curl -s localhost:8080/api/holmes/": hosted,
+        "curl -sN localhost:8080/api/chat": chat_stream,
+        "curl -s localhost:8080/api/holmes/": hosted,
         "curl -s -X PUT localhost:8080/v1/contexts/": context_put,
         "curl -s localhost:8080/v1/contexts/support-1/messages": context_message,
         "curl -s 'localhost:8080/v1/contexts/support-1/tail": context_reads,
@@ -242,7 +263,10 @@ def test_every_quickstart_command_answers_as_the_readme_says(running_readme: Run
 def test_commands_are_read_as_a_shell_reads_them() -> None:
     text = "```bash\nexport A=1  # note\ncurl -s x -d '{\"a\": 1,\n  \"b\": 2}'\nkubectl patch c \\\n  -p 'x'   # why\n```\n"
     assert commands(f"## Quickstart with kubectl\n{text}\n## Quickstart with HTTP (HolmesGPT-compatible)\n") == [
-        "export A=1", "curl -s x -d '{\"a\": 1,\n  \"b\": 2}'", "kubectl patch c \\\n  -p 'x'"]
+        "export A=1",
+        'curl -s x -d \'{"a": 1,\n  "b": 2}\'',
+        "kubectl patch c \\\n  -p 'x'",
+    ]
 
 
 def header_commands(example: Path) -> list[str]:
@@ -261,11 +285,26 @@ def test_the_alert_route_example_works_as_its_header_says(running_readme: Run) -
     ok(shell(apply))
     # the operator says at once that the route can match
     shell.until(f"{get_routes} -w", lambda seen: re.search(r"crashlooping-pods\s+True\s+Valid\b", seen) is not None)
-    alert = {"version": "4", "status": "firing", "receiver": "lestrade", "alerts": [{
-        "status": "firing", "fingerprint": "00000000000000aa", "startsAt": "2026-11-26T03:00:00Z",
-        "labels": {"alertname": "KubePodCrashLooping", "severity": "warning", "namespace": "shop",
-                   "pod": "web-1", "container": "app"},
-        "annotations": {"description": "web-1 keeps restarting"}}]}
+    alert = {
+        "version": "4",
+        "status": "firing",
+        "receiver": "lestrade",
+        "alerts": [
+            {
+                "status": "firing",
+                "fingerprint": "00000000000000aa",
+                "startsAt": "2026-11-26T03:00:00Z",
+                "labels": {
+                    "alertname": "KubePodCrashLooping",
+                    "severity": "warning",
+                    "namespace": "shop",
+                    "pod": "web-1",
+                    "container": "app",
+                },
+                "annotations": {"description": "web-1 keeps restarting"},
+            }
+        ],
+    }
     posted = ok(shell(f"curl -s localhost:8080/api/alertmanager -d {shlex.quote(json.dumps(alert))}"))
     assert json_of(posted)["created"] == 1, posted
     listing = ok(shell(get_investigations))

@@ -15,9 +15,7 @@ def _bundled_tiktoken_dir() -> str | None:
     spec = find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return None
-    folder = _os.path.join(
-        next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers"
-    )
+    folder = _os.path.join(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
     return folder if _os.path.isdir(folder) else None
 
 

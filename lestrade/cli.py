@@ -69,7 +69,7 @@ def _link_kubectl(state_dir: Path) -> Path:
     # `kubectl lestrade`: kubectl runs any `kubectl-<name>` on PATH as a plugin.
     plugin = bin_dir / "kubectl-lestrade"
     plugin.unlink(missing_ok=True)
-    plugin.write_text(f"#!/bin/sh\nexec {sys.executable} -m lestrade.plugin \"$@\"\n")
+    plugin.write_text(f'#!/bin/sh\nexec {sys.executable} -m lestrade.plugin "$@"\n')
     plugin.chmod(0o755)
     return bin_dir
 
@@ -107,36 +107,44 @@ def run(state_dir: Path = STATE_DIR) -> int:
             # granted the whole cluster, any other identity's runs read their own namespace.
             scopes_namespace = ensure_tenancy(api)
             scope_policy = ensure_scope_policy(api, [{"groups": ["system:masters"], "namespaces": ["*"]}])
-        print("lestrade: CRDs installed (kubectl get crd: investigations, conversations, mcpservers, ... .lestrade.dev)")
+        print(
+            "lestrade: CRDs installed (kubectl get crd: investigations, conversations, mcpservers, ... .lestrade.dev)"
+        )
         print(f"lestrade: tools act as the read-only ServiceAccount {tools_account}")
         # kubectl would otherwise trust a discovery cache of an earlier cluster on this host:port.
         for folder in forget_discovery(server):
             print(f"lestrade: removed kubectl's stale discovery cache {folder}")
 
         bin_dir = _link_kubectl(state_dir)
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "LESTRADE_TOOLS_SERVICE_ACCOUNT": tools_account,
-               "LESTRADE_SCOPES_NAMESPACE": scopes_namespace, "LESTRADE_SCOPE_POLICY": scope_policy,
-               "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "/usr/bin:/bin")])}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "LESTRADE_TOOLS_SERVICE_ACCOUNT": tools_account,
+            "LESTRADE_SCOPES_NAMESPACE": scopes_namespace,
+            "LESTRADE_SCOPE_POLICY": scope_policy,
+            "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
+        }
         if not env.get("LESTRADE_MODEL_LIST"):
             port = free_port()
             env["LESTRADE_DEMO_MODEL_URL"] = f"http://127.0.0.1:{port}/v1"
             demo = ManagedProcess(
                 "demo-model",
                 [sys.executable, "-m", "lestrade.modelserver", "--port", str(port)],
-                logs / "demo-model.log", env=env,
+                logs / "demo-model.log",
+                env=env,
             ).start()
             children.append(demo)
-            wait_until("the demo model", lambda: http_ok(f"http://127.0.0.1:{port}/v1/models"),
-                       30, watch=[demo])
-            print("lestrade: no LESTRADE_MODEL_LIST set: using the built-in DEMO model "
-                  "(scripted answers, not a real LLM)")
+            wait_until("the demo model", lambda: http_ok(f"http://127.0.0.1:{port}/v1/models"), 30, watch=[demo])
+            print(
+                "lestrade: no LESTRADE_MODEL_LIST set: using the built-in DEMO model (scripted answers, not a real LLM)"
+            )
 
         children.append(_python("lestrade.operator", logs / "operator.log", env))
         children.append(_python("lestrade.api", logs / "api.log", env))
         host, port = api_bind(env)
-        wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60,
-                   watch=children)
-        print(f"""
+        wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60, watch=children)
+        print(
+            f"""
 Lestrade is running (Ctrl-C stops everything).
   API:        http://{host}:{port}   (curl http://{host}:{port}/readyz)
   kubeconfig: export KUBECONFIG={kubeconfig}
@@ -144,7 +152,9 @@ Lestrade is running (Ctrl-C stops everything).
   try:        kubectl apply -f examples/crashloop.yaml && kubectl lestrade follow inventory-api-crashloop
   console:    http://{host}:{port}/
   logs:       {logs}/
-""", flush=True)
+""",
+            flush=True,
+        )
         while not stop.wait(0.5):
             for child in children:
                 child.check_alive()

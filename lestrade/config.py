@@ -67,7 +67,9 @@ class ModelList:
     def allowed_ids(self) -> list[str]:
         """What a harness request may name as its model: the entries' names and their
         `provider/model` ids (litellm's `model`), sorted (and `default`, see `resolve`)."""
-        return sorted({*self.models, *(str(m.settings.get("model")) for m in self.models.values() if m.settings.get("model"))})
+        return sorted(
+            {*self.models, *(str(m.settings.get("model")) for m in self.models.values() if m.settings.get("model"))}
+        )
 
     def resolve(self, name_or_id: str | None) -> ModelConfig:
         """A model by entry name, or by its `provider/model` id (the first entry with it);
@@ -77,8 +79,10 @@ class ModelList:
             return self.get(name_or_id)
         if name_or_id == DEFAULT_ALIAS:
             if self.default_name is None:
-                raise ConfigError(f"model {DEFAULT_ALIAS!r}: there is no default model; name one of "
-                                  f"{', '.join(self.allowed_ids()) or 'none'}")
+                raise ConfigError(
+                    f"model {DEFAULT_ALIAS!r}: there is no default model; name one of "
+                    f"{', '.join(self.allowed_ids()) or 'none'}"
+                )
             return self.get(None)
         for model in self.models.values():
             if model.settings.get("model") == name_or_id:

@@ -52,10 +52,19 @@ def load_key(path: str | None) -> bytes | None:
 
 
 def make_token(key: bytes, link: DecisionLink) -> str:
-    body = _b64(json.dumps({
-        "k": link.kind, "ns": link.namespace, "n": link.name, "u": link.uid,
-        "c": [list(c) for c in link.calls], "e": link.expires,
-    }, separators=(",", ":")).encode())
+    body = _b64(
+        json.dumps(
+            {
+                "k": link.kind,
+                "ns": link.namespace,
+                "n": link.name,
+                "u": link.uid,
+                "c": [list(c) for c in link.calls],
+                "e": link.expires,
+            },
+            separators=(",", ":"),
+        ).encode()
+    )
     mac = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
     return f"{body}.{mac}"
 
@@ -73,8 +82,12 @@ def read_token(key: bytes, token: str, *, now: float) -> DecisionLink:
     try:
         data = json.loads(_unb64(body))
         link = DecisionLink(
-            str(data["k"]), str(data["ns"]), str(data["n"]), str(data["u"]),
-            tuple((str(c[0]), c[1] if c[1] is None else str(c[1])) for c in data["c"]), int(data["e"]),
+            str(data["k"]),
+            str(data["ns"]),
+            str(data["n"]),
+            str(data["u"]),
+            tuple((str(c[0]), c[1] if c[1] is None else str(c[1])) for c in data["c"]),
+            int(data["e"]),
         )
     except (ValueError, KeyError, TypeError, IndexError):
         raise InvalidLink("not a decision token") from None

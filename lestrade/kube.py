@@ -271,9 +271,7 @@ class Kube:
         refresh = False
         for attempt in range(self._retries + 1):
             try:
-                return await self._once(
-                    method, path, body, query, content_type, parse, refresh, headers, accept
-                )
+                return await self._once(method, path, body, query, content_type, parse, refresh, headers, accept)
             except ApiException as exc:
                 if exc.status == 401 and not refresh and self._cfg.refresh_api_key_hook:
                     refresh = True
@@ -309,7 +307,10 @@ class Kube:
         return await self.request("DELETE", path, query=query or None)
 
     def acting_as(
-        self, user: str, groups: Sequence[str] = (), uid: str = "",
+        self,
+        user: str,
+        groups: Sequence[str] = (),
+        uid: str = "",
         extra: Mapping[str, Sequence[str]] | None = None,
     ) -> Acting:
         """Writes on someone's behalf: the apiserver authorizes and admits them as that user
@@ -323,8 +324,13 @@ class Kube:
         return Acting(self, headers)
 
     async def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int = 300,
-        metadata_only: bool = False, **query: Any,
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        metadata_only: bool = False,
+        **query: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """The watch events ({type, object}) of a collection from `resource_version`, until the
         server ends the watch (after about `timeout_seconds`). Bookmarks are included; an
@@ -343,14 +349,13 @@ class Kube:
         }
         timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
         try:
-            async with self._open().get(
-                self._base + path, params=params, headers=headers, timeout=timeout
-            ) as response:
+            async with self._open().get(self._base + path, params=params, headers=headers, timeout=timeout) as response:
                 count_apiserver_request("WATCH", response.status)
                 if not 200 <= response.status <= 299:
                     raw = await response.read()
                     raise ApiException(
-                        status=response.status, reason=response.reason,
+                        status=response.status,
+                        reason=response.reason,
                         body=raw.decode("utf-8", "replace") if raw else None,
                     )
                 # Split lines ourselves: an object can be larger than aiohttp's line limit.

@@ -95,13 +95,18 @@ async def run_operator(
 ) -> None:
     """Runs the operator until stopped (signal, or `stop_flag` for embedded use)."""
     engine = build_engine(
-        settings, models or load_model_list(), api_client=api_client, tools=tools,
+        settings,
+        models or load_model_list(),
+        api_client=api_client,
+        tools=tools,
         session_factory=session_factory,
     )
     # While Kopf connects and lists: resumed runs then call the model at once (warmup.py).
-    warm = asyncio.create_task(
-        warm_up([m.settings for m in engine.models.models.values()]), name="warm model client"
-    ) if settings.warm_model_client else None
+    warm = (
+        asyncio.create_task(warm_up([m.settings for m in engine.models.models.values()]), name="warm model client")
+        if settings.warm_model_client
+        else None
+    )
     if install_policy:
         await install_admission_policy(engine.kube)
         await install_requester_policy(engine.kube)
@@ -111,9 +116,13 @@ async def run_operator(
         # the shared connections (in a burst of 200 runs they waited seconds, and fenced).
         lease_kube = Kube(engine.api_client, session_factory=session_factory)
         membership = Membership(
-            lease_kube, namespace=settings.lease_namespace, group=settings.replica_group,
-            replica=settings.replica_name, duration=settings.lease_duration,
-            renew_deadline=settings.lease_renew_deadline, renew_interval=settings.lease_renew_interval,
+            lease_kube,
+            namespace=settings.lease_namespace,
+            group=settings.replica_group,
+            replica=settings.replica_name,
+            duration=settings.lease_duration,
+            renew_deadline=settings.lease_renew_deadline,
+            renew_interval=settings.lease_renew_interval,
         )
         await membership.start()
         standalone = True  # the replicas share the work: none of them may stand by
@@ -134,8 +143,7 @@ async def run_operator(
     kopf_settings.peering.mandatory = mandatory_peering
     selectable = await crd_selects_phase(engine.kube)
     idle = settings.select_idle_conversations and not settings.job_mode
-    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable,
-                        idle_conversations=idle)
+    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable, idle_conversations=idle)
     stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
     collector = asyncio.create_task(_collect_identities(engine), name="scope identity collector")
     waker = asyncio.create_task(
@@ -145,8 +153,11 @@ async def run_operator(
     # Results to Destinations: a watch of its own, outside the runs (a destination that is
     # down never holds a run up). Every replica runs it; claims in status keep sends single.
     delivery = DeliveryWatch(
-        engine.kube, timeout=settings.delivery_timeout, console_url=settings.console_url,
-        api_url=settings.api_url, decision_key=load_key(settings.decision_key_file),
+        engine.kube,
+        timeout=settings.delivery_timeout,
+        console_url=settings.console_url,
+        api_url=settings.api_url,
+        decision_key=load_key(settings.decision_key_file),
     )
     deliverer = asyncio.create_task(delivery.follow(namespaces), name="delivery")
 
@@ -206,36 +217,46 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     env = os.environ
     parser = argparse.ArgumentParser(prog="python -m lestrade.operator", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--namespace", "-n", action="append", default=[],
-        help="watch only this namespace (repeatable; default: all namespaces, or "
-        "LESTRADE_WATCH_NAMESPACES=a,b)",
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable; default: all namespaces, or LESTRADE_WATCH_NAMESPACES=a,b)",
     )
     peering = parser.add_mutually_exclusive_group()
     peering.add_argument("--standalone", action="store_true", help="no peering with other replicas")
     peering.add_argument("--peering", metavar="NAME", help="peer with replicas through this peering object (mandatory)")
     parser.add_argument(
-        "--replicas", choices=["standby", "shared"], default=None,
+        "--replicas",
+        choices=["standby", "shared"],
+        default=None,
         help="shared: replicas split the work (Leases and claims); standby: Kopf peering, one "
         "works (LESTRADE_REPLICAS, default standby)",
     )
     parser.add_argument("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
     parser.add_argument(
-        "--peering-lifetime", type=int, metavar="SECONDS",
+        "--peering-lifetime",
+        type=int,
+        metavar="SECONDS",
         default=int(env.get("LESTRADE_PEERING_LIFETIME", "20")),
         help="standby: seconds without the active peer's keep-alive before another takes over "
         "(LESTRADE_PEERING_LIFETIME, default 20)",
     )
     parser.add_argument(
-        "--liveness", metavar="URL", default=env.get("LESTRADE_OPERATOR_LIVENESS"),
+        "--liveness",
+        metavar="URL",
+        default=env.get("LESTRADE_OPERATOR_LIVENESS"),
         help="serve Kopf's health endpoint, e.g. http://0.0.0.0:8081/healthz",
     )
     parser.add_argument("--concurrency", type=int, default=None, help="concurrent runs (LESTRADE_MAX_CONCURRENT_RUNS)")
-    parser.add_argument("--job-mode", action="store_true", default=None, help="run each investigation as a Job (LESTRADE_JOB_MODE)")
     parser.add_argument(
-        "--install-admission-policy", action=argparse.BooleanOptionalAction,
+        "--job-mode", action="store_true", default=None, help="run each investigation as a Job (LESTRADE_JOB_MODE)"
+    )
+    parser.add_argument(
+        "--install-admission-policy",
+        action=argparse.BooleanOptionalAction,
         default=env.get("LESTRADE_INSTALL_ADMISSION_POLICY", "true").lower() in ("1", "true", "yes"),
-        help="apply the spec.decisions admission policy at start (needs the right to; the chart "
-        "ships it instead)",
+        help="apply the spec.decisions admission policy at start (needs the right to; the chart ships it instead)",
     )
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
@@ -249,9 +270,7 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     for noisy in ("kopf.objects", "LiteLLM", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
 
-    settings = OperatorSettings.from_env(
-        concurrency=args.concurrency, job_mode=args.job_mode, replicas=args.replicas
-    )
+    settings = OperatorSettings.from_env(concurrency=args.concurrency, job_mode=args.job_mode, replicas=args.replicas)
     namespaces = args.namespace or [
         ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
     ]
@@ -264,7 +283,9 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     return 0
 
 
-def _run(args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None) -> None:
+def _run(
+    args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None
+) -> None:
     env = os.environ
     asyncio.run(
         run_operator(

@@ -82,9 +82,13 @@ class ScopedTools:
         assert self.settings.scopes_namespace
         with self._lock:
             if self._scoped is None:
-                self._scoped = ScopeIdentities(operator_client, self.settings.scopes_namespace,
-                                               self.settings.tools_read_role, cluster,
-                                               idle=self.settings.scope_identity_idle)
+                self._scoped = ScopeIdentities(
+                    operator_client,
+                    self.settings.scopes_namespace,
+                    self.settings.tools_read_role,
+                    cluster,
+                    idle=self.settings.scope_identity_idle,
+                )
             return self._scoped
 
     def collect_unused(self, operator_client: k8s.ApiClient) -> list[str]:
@@ -101,8 +105,7 @@ class ScopedTools:
             if self._cluster is not None:
                 self._cluster.close()
 
-    def registry(self, api_client: k8s.ApiClient, scope: RunScope | None,
-                 tools: ToolsIdentity | None) -> ToolRegistry:
+    def registry(self, api_client: k8s.ApiClient, scope: RunScope | None, tools: ToolsIdentity | None) -> ToolRegistry:
         settings = self.settings
         cluster_wide = scope is None or scope.cluster
         runbook_client = self._cluster.api_client if self._cluster else api_client

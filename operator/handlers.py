@@ -81,7 +81,10 @@ def _has_work(body: kopf.Body, **_: Any) -> bool:
 
 
 def configure_kopf(
-    settings: kopf.OperatorSettings, *, peering_name: str = "lestrade", priority: int = 0,
+    settings: kopf.OperatorSettings,
+    *,
+    peering_name: str = "lestrade",
+    priority: int = 0,
     peering_lifetime: int = 20,
 ) -> None:
     """Kopf's settings for this operator (events, finalizer, persistence, throttling)."""
@@ -141,9 +144,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
                 # labelled, it leaves the watch (idle.py).
                 await mark_idle(ctx.engine.kube, view)
 
-    async def run(
-        body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any
-    ) -> None:
+    async def run(body: kopf.Body, uid: str, stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
         ctx: OperatorContext = memo.lestrade
 
         def is_deleted() -> bool:
@@ -157,9 +158,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
             if ctx.ownership is None:
                 work = ctx.supervisor.supervise(body, is_deleted)
             else:  # shared replicas: supervised only while this replica owns it
-                work = ctx.ownership.run(
-                    body, ctx.feeds.event(uid), lambda: ctx.supervisor.supervise(body, is_deleted)
-                )
+                work = ctx.ownership.run(body, ctx.feeds.event(uid), lambda: ctx.supervisor.supervise(body, is_deleted))
             await run_until_stopped(work, stopped, gone)
         finally:
             # Both only matter while the daemon runs (a new daemon rebuilds them).
@@ -169,8 +168,14 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     for view_class in KINDS.values():
         kopf.on.event(GROUP, VERSION, view_class.plural, registry=registry)(changed)
         kopf.daemon(
-            GROUP, VERSION, view_class.plural, registry=registry, when=_has_work,
-            cancellation_timeout=10, backoff=5, id=f"{view_class.plural}-run",
+            GROUP,
+            VERSION,
+            view_class.plural,
+            registry=registry,
+            when=_has_work,
+            cancellation_timeout=10,
+            backoff=5,
+            id=f"{view_class.plural}-run",
         )(run)
 
     if not job_mode:
@@ -194,7 +199,9 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
     if job_mode:
 
         @kopf.on.event(
-            "batch", "v1", "jobs",
+            "batch",
+            "v1",
+            "jobs",
             labels={RUN_UID_LABEL: kopf.PRESENT},
             registry=registry,
         )

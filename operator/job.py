@@ -25,9 +25,7 @@ __all__ = ["main"]
 logger = logging.getLogger(__name__)
 
 
-async def _run(
-    kind: str, namespace: str, name: str, kubeconfig: str | None, tools: ToolsFactory | None = None
-) -> int:
+async def _run(kind: str, namespace: str, name: str, kubeconfig: str | None, tools: ToolsFactory | None = None) -> int:
     from lestrade.config import load_model_list
     from lestrade.kube import is_not_found, resource_path
     from lestrade.operator.base.recorder import EventRecorder

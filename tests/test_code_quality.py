@@ -34,8 +34,16 @@ def test_the_tree_is_formatted() -> None:
 
 def test_mypy_finds_nothing(tmp_path: Path) -> None:
     view = _package_view(tmp_path)
-    result = _run(str(BIN / "mypy"), "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / ".mypy"),
-                  "-p", "lestrade", cwd=view)
+    result = _run(
+        str(BIN / "mypy"),
+        "--config-file",
+        str(REPO / "pyproject.toml"),
+        "--cache-dir",
+        str(tmp_path / ".mypy"),
+        "-p",
+        "lestrade",
+        cwd=view,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -43,10 +51,26 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
     """A type error and an unused import are caught (so a green run means something)."""
     view = _package_view(tmp_path)
     (view / "lestrade" / "context" / "quality_probe.py").write_text(
-        "import os\n\n\ndef half(n: int) -> int:\n    return n / 2\n")
-    typed = _run(str(BIN / "mypy"), "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / ".mypy"),
-                 "-p", "lestrade.context", cwd=view)
+        "import os\n\n\ndef half(n: int) -> int:\n    return n / 2\n"
+    )
+    typed = _run(
+        str(BIN / "mypy"),
+        "--config-file",
+        str(REPO / "pyproject.toml"),
+        "--cache-dir",
+        str(tmp_path / ".mypy"),
+        "-p",
+        "lestrade.context",
+        cwd=view,
+    )
     assert typed.returncode == 1 and "quality_probe.py:5" in typed.stdout, typed.stdout
-    linted = _run(str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--select", "F401",
-                  str(view / "lestrade" / "context" / "quality_probe.py"))
+    linted = _run(
+        str(BIN / "ruff"),
+        "check",
+        "--no-cache",
+        "--isolated",
+        "--select",
+        "F401",
+        str(view / "lestrade" / "context" / "quality_probe.py"),
+    )
     assert linted.returncode == 1 and "F401" in linted.stdout, linted.stdout

@@ -46,7 +46,10 @@ def _lint_imports(view: Path) -> subprocess.CompletedProcess[str]:
     # lint-imports puts its working directory first on sys.path: the view, not the repo.
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(REPO / "pyproject.toml"), "--no-cache", "--no-logo"],
-        cwd=view, capture_output=True, text=True, timeout=120,
+        cwd=view,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -120,8 +120,14 @@ class ConversationAgent(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         if context.current_task is None:
-            await event_queue.enqueue_event(new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED,
-                                                     history=[context.message] if context.message else []))
+            await event_queue.enqueue_event(
+                new_task(
+                    task_id,
+                    context_id,
+                    TaskState.TASK_STATE_SUBMITTED,
+                    history=[context.message] if context.message else [],
+                )
+            )
         updater = TaskUpdater(event_queue, task_id, context_id)
         request = _request(context)
         try:
@@ -129,8 +135,13 @@ class ConversationAgent(AgentExecutor):
             self._turns[task_id] = ref
             while len(self._turns) > MAX_TASKS:  # the oldest tasks first (dicts keep insertion order)
                 self._turns.pop(next(iter(self._turns)))
-            await updater.start_work(new_text_message(f"asked conversation {ref.namespace}/{ref.name}, turn {ref.turn}",
-                                                      context_id=context_id, task_id=task_id))
+            await updater.start_work(
+                new_text_message(
+                    f"asked conversation {ref.namespace}/{ref.name}, turn {ref.turn}",
+                    context_id=context_id,
+                    task_id=task_id,
+                )
+            )
             await self._follow(request, ref, updater)
         except Refused as exc:
             await updater.reject(new_text_message(str(exc), context_id=context_id, task_id=task_id))
@@ -142,9 +153,15 @@ class ConversationAgent(AgentExecutor):
         meta = _metadata(context)
         namespace = str(meta.get("namespace") or "") or None
         existing = self._conversation(request, context_id, namespace)
-        return await runs.ask(request, question=question, conversation=existing, namespace=namespace,
-                              model=str(meta.get("model") or "") or None, endpoint=PATH,
-                              labels={CONTEXT_LABEL: _label(context_id)})
+        return await runs.ask(
+            request,
+            question=question,
+            conversation=existing,
+            namespace=namespace,
+            model=str(meta.get("model") or "") or None,
+            endpoint=PATH,
+            labels={CONTEXT_LABEL: _label(context_id)},
+        )
 
     def _conversation(self, request: Request, context_id: str, namespace: str | None) -> str | None:
         """The Conversation of this A2A context, if the caller made one for it (on any replica).
@@ -178,8 +195,10 @@ class ConversationAgent(AgentExecutor):
                     for call in status.get("toolCalls") or (obj.get("status") or {}).get("toolCalls") or []:
                         if call.get("id") not in told and len((obj.get("status") or {}).get("turns") or []) > turn:
                             told.add(str(call.get("id")))
-                            await updater.update_status(TaskState.TASK_STATE_WORKING,
-                                                        say(f"calling {call.get('name')}: {call.get('description') or ''}"))
+                            await updater.update_status(
+                                TaskState.TASK_STATE_WORKING,
+                                say(f"calling {call.get('name')}: {call.get('description') or ''}"),
+                            )
                     phase = status.get("phase")
                     if phase in FINISHED_TURN:
                         if status.get("answer"):
@@ -191,48 +210,62 @@ class ConversationAgent(AgentExecutor):
                     if phase == "AwaitingApproval":
                         waiting = runs.pending_of(obj)
                         if waiting:
-                            lines = [f"- {p['toolName']}: {p['description']} — a person approves with: {p['approveWith']}"
-                                     for p in waiting]
-                            await updater.requires_input(say(
-                                "Waiting for a person to approve (approvals stay with people):\n" + "\n".join(lines)))
+                            lines = [
+                                f"- {p['toolName']}: {p['description']} — a person approves with: {p['approveWith']}"
+                                for p in waiting
+                            ]
+                            await updater.requires_input(
+                                say(
+                                    "Waiting for a person to approve (approvals stay with people):\n" + "\n".join(lines)
+                                )
+                            )
                             return
         except TimeoutError:
-            await updater.update_status(TaskState.TASK_STATE_WORKING,
-                                        say(f"still running after {svc.wait_timeout:.0f} s; ask again to follow it"))
+            await updater.update_status(
+                TaskState.TASK_STATE_WORKING,
+                say(f"still running after {svc.wait_timeout:.0f} s; ask again to follow it"),
+            )
         except ResourceGone as exc:
             await updater.failed(say(str(exc)))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-        await updater.cancel(new_text_message("stopped following; the turn itself goes on",
-                                              context_id=context.context_id, task_id=context.task_id))
+        await updater.cancel(
+            new_text_message(
+                "stopped following; the turn itself goes on", context_id=context.context_id, task_id=context.task_id
+            )
+        )
 
 
 def _card() -> AgentCard:
     return AgentCard(
         name="Lestrade",
         description="Kubernetes troubleshooting: investigates a problem in the cluster with read-only tools, "
-                    "as the caller may read it; changes wait for a person's approval.",
+        "as the caller may read it; changes wait for a person's approval.",
         version="0.1.0",
         capabilities=AgentCapabilities(streaming=True),
         supported_interfaces=[AgentInterface(url=PATH, protocol_binding="JSONRPC", protocol_version="1.0")],
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        skills=[AgentSkill(
-            id="troubleshoot", name="Troubleshoot Kubernetes",
-            description="Answers questions about what is wrong in the cluster and why, citing what it read; "
-                        "continue in the same context to ask more.",
-            tags=["kubernetes", "troubleshooting", "root cause"],
-            examples=["Why does deployment web in namespace shop keep restarting?"],
-        )],
+        skills=[
+            AgentSkill(
+                id="troubleshoot",
+                name="Troubleshoot Kubernetes",
+                description="Answers questions about what is wrong in the cluster and why, citing what it read; "
+                "continue in the same context to ask more.",
+                tags=["kubernetes", "troubleshooting", "root cause"],
+                examples=["Why does deployment web in namespace shop keep restarting?"],
+            )
+        ],
     )
 
 
 def build_a2a_app() -> ASGIApp:
     """The JSON-RPC endpoint and the agent card, as one router (`lazy.py` mounts it)."""
     card = _card()
-    handler = DefaultRequestHandlerV2(agent_executor=ConversationAgent(), task_store=InMemoryTaskStore(),
-                                      agent_card=card)
+    handler = DefaultRequestHandlerV2(
+        agent_executor=ConversationAgent(), task_store=InMemoryTaskStore(), agent_card=card
+    )
     routes = create_jsonrpc_routes(handler, PATH, context_builder=CallContexts(), enable_v0_3_compat=True)
 
     async def agent_card(request: Request) -> JSONResponse:
@@ -240,8 +273,11 @@ def build_a2a_app() -> ASGIApp:
         served = AgentCard()
         served.CopyFrom(card)
         del served.supported_interfaces[:]
-        served.supported_interfaces.append(AgentInterface(
-            url=str(request.base_url).rstrip("/") + PATH, protocol_binding="JSONRPC", protocol_version="1.0"))
+        served.supported_interfaces.append(
+            AgentInterface(
+                url=str(request.base_url).rstrip("/") + PATH, protocol_binding="JSONRPC", protocol_version="1.0"
+            )
+        )
         return JSONResponse(agent_card_to_dict(served))
 
     return Router(routes=[*routes, Route(CARD_PATH, agent_card, methods=["GET"])])

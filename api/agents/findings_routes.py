@@ -21,7 +21,9 @@ async def findings(
     q: Annotated[str, Query(max_length=2000, description="Free text, ranked (BM25).")] = "",
     namespace: Annotated[str | None, Query(max_length=63, description="Involved resource's namespace.")] = None,
     kind: Annotated[str | None, Query(max_length=63, description="Involved resource's kind, e.g. Deployment.")] = None,
-    name: Annotated[str | None, Query(max_length=253, description="Involved resource's name (also matches what it owns).")] = None,
+    name: Annotated[
+        str | None, Query(max_length=253, description="Involved resource's name (also matches what it owns).")
+    ] = None,
     alert: Annotated[str | None, Query(max_length=253, description="Alert name.")] = None,
     since: Annotated[str | None, Query(max_length=64, description="Finished after: 24h, 7d or RFC 3339.")] = None,
     until: Annotated[str | None, Query(max_length=64, description="Finished before: 24h, 7d or RFC 3339.")] = None,
@@ -30,8 +32,17 @@ async def findings(
     """Finished Investigations and Conversation answers in namespaces where the caller may
     `list` them: run, age, root cause, the fix applied or approved; best match first."""
     try:
-        found = await search_findings(request, query=q, namespace=namespace, kind=kind, name=name, alert=alert,
-                                      since=since, until=until, limit=limit)
+        found = await search_findings(
+            request,
+            query=q,
+            namespace=namespace,
+            kind=kind,
+            name=name,
+            alert=alert,
+            since=since,
+            until=until,
+            limit=limit,
+        )
     except Refused as exc:
         raise ClientError(400, "since" if "since" in str(exc) else "query", str(exc)) from None
     return {"findings": found}

@@ -40,11 +40,30 @@ from lestrade.resources.common import FINISHED_PHASES
 from lestrade.runs.history import MAX_RESULTS, SearchQuery, parse_since
 from lestrade.runs.summary import is_finished, run_summary, timeline
 
-__all__ = ["Refused", "RunRef", "PLURALS", "start_investigation", "ask", "follow", "run_details",
-           "list_runs", "pending_approvals", "pending_of", "search_findings", "plural_of", "Progress"]
+__all__ = [
+    "Refused",
+    "RunRef",
+    "PLURALS",
+    "start_investigation",
+    "ask",
+    "follow",
+    "run_details",
+    "list_runs",
+    "pending_approvals",
+    "pending_of",
+    "search_findings",
+    "plural_of",
+    "Progress",
+]
 
-PLURALS = {"investigation": INVESTIGATION_PLURAL, "investigations": INVESTIGATION_PLURAL, "inv": INVESTIGATION_PLURAL,
-           "conversation": CONVERSATION_PLURAL, "conversations": CONVERSATION_PLURAL, "conv": CONVERSATION_PLURAL}
+PLURALS = {
+    "investigation": INVESTIGATION_PLURAL,
+    "investigations": INVESTIGATION_PLURAL,
+    "inv": INVESTIGATION_PLURAL,
+    "conversation": CONVERSATION_PLURAL,
+    "conversations": CONVERSATION_PLURAL,
+    "conv": CONVERSATION_PLURAL,
+}
 KINDS = {INVESTIGATION_PLURAL: INVESTIGATION_KIND, CONVERSATION_PLURAL: CONVERSATION_KIND}
 OUTPUT_CHARS = 4000
 """Characters of one tool output a run's details carry (the transcript keeps all of it)."""
@@ -81,8 +100,9 @@ def plural_of(kind: str | None) -> str:
 async def _require(request: Request, verb: str, plural: str, namespace: str) -> None:
     if not await may(request, verb, plural, namespace):
         who = getattr(request.state, "user", None) or "you"
-        raise Refused(f"{who} may not {verb} {plural}.{GROUP} in namespace {namespace}; "
-                      "grant it with a Role/RoleBinding")
+        raise Refused(
+            f"{who} may not {verb} {plural}.{GROUP} in namespace {namespace}; grant it with a Role/RoleBinding"
+        )
 
 
 def _namespace(svc: Services, namespace: str | None) -> str:
@@ -94,34 +114,56 @@ def _client_error(exc: ClientError) -> Refused:
 
 
 async def start_investigation(
-    request: Request, *, title: str, description: str | None = None, question: str | None = None,
-    subject: dict[str, Any] | None = None, namespace: str | None = None, model: str | None = None,
-    source: str | None = None, enable_tool_approval: bool = True,
+    request: Request,
+    *,
+    title: str,
+    description: str | None = None,
+    question: str | None = None,
+    subject: dict[str, Any] | None = None,
+    namespace: str | None = None,
+    model: str | None = None,
+    source: str | None = None,
+    enable_tool_approval: bool = True,
 ) -> RunRef:
     svc = services(request)
     namespace = _namespace(svc, namespace)
     await _require(request, "create", INVESTIGATION_PLURAL, namespace)
     try:
-        spec = {k: v for k, v in {
-            "title": title, "description": description or None, "question": question or None,
-            "subject": subject or None, "source": source or None, "model": check_model(svc.models, model or None),
-            "enableToolApproval": enable_tool_approval,
-        }.items() if v is not None}
+        spec = {
+            k: v
+            for k, v in {
+                "title": title,
+                "description": description or None,
+                "question": question or None,
+                "subject": subject or None,
+                "source": source or None,
+                "model": check_model(svc.models, model or None),
+                "enableToolApproval": enable_tool_approval,
+            }.items()
+            if v is not None
+        }
     except ClientError as exc:
         raise _client_error(exc) from None
     name = f"mcp-{secrets.token_hex(6)}"
     writer = writer_for(request, svc.kube)
     try:
-        await writer.create(resource_path(INVESTIGATION_PLURAL, namespace),
-                            api_object(INVESTIGATION_KIND, name, ENDPOINT, writer, spec))
+        await writer.create(
+            resource_path(INVESTIGATION_PLURAL, namespace), api_object(INVESTIGATION_KIND, name, ENDPOINT, writer, spec)
+        )
     except ApiException as exc:
         raise Refused(str(apiserver_refusal(exc, "investigation"))) from exc
     return RunRef(INVESTIGATION_PLURAL, namespace, name)
 
 
 async def ask(
-    request: Request, *, question: str, conversation: str | None = None, namespace: str | None = None,
-    model: str | None = None, enable_tool_approval: bool = True, labels: dict[str, str] | None = None,
+    request: Request,
+    *,
+    question: str,
+    conversation: str | None = None,
+    namespace: str | None = None,
+    model: str | None = None,
+    enable_tool_approval: bool = True,
+    labels: dict[str, str] | None = None,
     endpoint: str = ENDPOINT,
 ) -> RunRef:
     """A new Conversation (with `labels`), or a new turn of the Conversation named `conversation`."""
@@ -133,12 +175,19 @@ async def ask(
         checked = check_model(svc.models, model or None)
         if conversation:
             await _require(request, "patch", CONVERSATION_PLURAL, namespace)
-            cursor = await store.ask(conversation, question, field="conversation", model=checked,
-                                     approvals=enable_tool_approval, writer=writer)
+            cursor = await store.ask(
+                conversation,
+                question,
+                field="conversation",
+                model=checked,
+                approvals=enable_tool_approval,
+                writer=writer,
+            )
         else:
             await _require(request, "create", CONVERSATION_PLURAL, namespace)
-            cursor = await store.create(question, endpoint=endpoint, model=checked,
-                                        approvals=enable_tool_approval, writer=writer, labels=labels)
+            cursor = await store.create(
+                question, endpoint=endpoint, model=checked, approvals=enable_tool_approval, writer=writer, labels=labels
+            )
     except ClientError as exc:
         raise _client_error(exc) from None
     return RunRef(CONVERSATION_PLURAL, namespace, cursor.name, cursor.turn)
@@ -192,8 +241,9 @@ async def follow(request: Request, ref: RunRef, progress: Progress | None = None
     except ResourceGone as exc:
         raise Refused(str(exc)) from None
     except TimeoutError:
-        raise Refused(f"{ref.kind} {ref.name} is still running after {svc.wait_timeout:.0f} s; "
-                      "read it later with get_run") from None
+        raise Refused(
+            f"{ref.kind} {ref.name} is still running after {svc.wait_timeout:.0f} s; read it later with get_run"
+        ) from None
 
 
 def _ended(obj: dict[str, Any], turn: int | None) -> bool:
@@ -205,9 +255,16 @@ def _ended(obj: dict[str, Any], turn: int | None) -> bool:
 
 def _calls(snapshot: Snapshot, since: int) -> list[dict[str, Any]]:
     return [
-        {"id": item["id"], "name": item["name"], "status": item["status"], "description": item["description"],
-         "params": item["params"], "output": (item["output"] or "")[:OUTPUT_CHARS]}
-        for item in timeline(snapshot.transcript, since) if item["kind"] == "tool_call"
+        {
+            "id": item["id"],
+            "name": item["name"],
+            "status": item["status"],
+            "description": item["description"],
+            "params": item["params"],
+            "output": (item["output"] or "")[:OUTPUT_CHARS],
+        }
+        for item in timeline(snapshot.transcript, since)
+        if item["kind"] == "tool_call"
     ]
 
 
@@ -222,17 +279,36 @@ async def run_details(request: Request, ref: RunRef, *, tool_calls: bool = True)
         raise Refused(f"no {ref.plural} {ref.name!r} in namespace {ref.namespace}")
     obj = {"kind": ref.kind, **obj}
     summary = run_summary(obj)
-    details: dict[str, Any] = {k: summary[k] for k in (
-        "kind", "namespace", "name", "title", "phase", "finished", "message", "model", "steps",
-        "toolCallCount", "usage", "created")}
+    details: dict[str, Any] = {
+        k: summary[k]
+        for k in (
+            "kind",
+            "namespace",
+            "name",
+            "title",
+            "phase",
+            "finished",
+            "message",
+            "model",
+            "steps",
+            "toolCallCount",
+            "usage",
+            "created",
+        )
+    }
     details["answer"] = summary["answer"]
     if ref.plural == INVESTIGATION_PLURAL:
         details["sections"] = summary["sections"]
     else:
         turns = (obj.get("status") or {}).get("turns") or []
-        details["turns"] = [{"ask": a.get("ask"), "phase": (turns[i] if i < len(turns) else {}).get("phase"),
-                             "answer": (turns[i] if i < len(turns) else {}).get("answer")}
-                            for i, a in enumerate((obj.get("spec") or {}).get("turns") or [])]
+        details["turns"] = [
+            {
+                "ask": a.get("ask"),
+                "phase": (turns[i] if i < len(turns) else {}).get("phase"),
+                "answer": (turns[i] if i < len(turns) else {}).get("answer"),
+            }
+            for i, a in enumerate((obj.get("spec") or {}).get("turns") or [])
+        ]
     details["pendingApprovals"] = pending_of(obj)
     if tool_calls:
         state = await svc.follower.transcript(obj)
@@ -245,19 +321,29 @@ def pending_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     decided = (obj.get("spec") or {}).get("decisions") or {}
     short = "inv" if obj.get("kind") == INVESTIGATION_KIND else "conv"
     return [
-        {"toolCallId": p.get("toolCallId"), "toolName": p.get("toolName"), "description": p.get("description"),
-         "params": p.get("params"),
-         "approveWith": (f"kubectl -n {meta.get('namespace')} patch {short} {meta.get('name')} --type merge "
-                         f"-p '{{\"spec\":{{\"decisions\":{{\"{p.get('toolCallId')}\":{{\"approved\":true}}}}}}}}'")}
-        for p in (obj.get("status") or {}).get("pendingApprovals") or [] if p.get("toolCallId") not in decided
+        {
+            "toolCallId": p.get("toolCallId"),
+            "toolName": p.get("toolName"),
+            "description": p.get("description"),
+            "params": p.get("params"),
+            "approveWith": (
+                f"kubectl -n {meta.get('namespace')} patch {short} {meta.get('name')} --type merge "
+                f'-p \'{{"spec":{{"decisions":{{"{p.get("toolCallId")}":{{"approved":true}}}}}}}}\''
+            ),
+        }
+        for p in (obj.get("status") or {}).get("pendingApprovals") or []
+        if p.get("toolCallId") not in decided
     ]
 
 
 async def _visible(request: Request, plurals: list[str], namespace: str | None) -> AsyncIterator[dict[str, Any]]:
     svc = services(request)
     for plural in plurals:
-        objects = [o for o in list(svc.watches[plural].objects.values())
-                   if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
+        objects = [
+            o
+            for o in list(svc.watches[plural].objects.values())
+            if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace
+        ]
         namespaces = {(o.get("metadata") or {}).get("namespace", "") for o in objects}
         allowed = {ns for ns in namespaces if await may(request, "list", plural, ns)}
         for obj in objects:
@@ -265,8 +351,14 @@ async def _visible(request: Request, plurals: list[str], namespace: str | None) 
                 yield {"kind": KINDS[plural], **obj}
 
 
-async def list_runs(request: Request, *, namespace: str | None = None, kind: str | None = None,
-                    phase: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+async def list_runs(
+    request: Request,
+    *,
+    namespace: str | None = None,
+    kind: str | None = None,
+    phase: str | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
     """The caller's visible runs, newest first."""
     plurals = [plural_of(kind)] if kind else [INVESTIGATION_PLURAL, CONVERSATION_PLURAL]
     if namespace:
@@ -277,9 +369,13 @@ async def list_runs(request: Request, *, namespace: str | None = None, kind: str
         summary = run_summary(obj)
         if phase and summary["phase"].lower() != phase.lower():
             continue
-        rows.append({k: summary[k] for k in ("kind", "namespace", "name", "title", "phase", "finished",
-                                             "created", "steps", "usage")}
-                    | {"waiting": len(summary["pendingApprovals"])})
+        rows.append(
+            {
+                k: summary[k]
+                for k in ("kind", "namespace", "name", "title", "phase", "finished", "created", "steps", "usage")
+            }
+            | {"waiting": len(summary["pendingApprovals"])}
+        )
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
     return rows[: max(1, min(limit, 200))]
 
@@ -300,15 +396,29 @@ async def pending_approvals(request: Request, *, namespace: str | None = None) -
 
 
 async def search_findings(
-    request: Request, *, query: str = "", namespace: str | None = None, kind: str | None = None,
-    name: str | None = None, alert: str | None = None, since: str | None = None, until: str | None = None,
+    request: Request,
+    *,
+    query: str = "",
+    namespace: str | None = None,
+    kind: str | None = None,
+    name: str | None = None,
+    alert: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
     limit: int = 10,
 ) -> list[dict[str, Any]]:
     """Past findings the caller may read (lestrade.runs.history), best first."""
     try:
-        search = SearchQuery(text=query or "", namespace=namespace or None, kind=kind or None, name=name or None,
-                             alert=alert or None, since=parse_since(since), until=parse_since(until),
-                             limit=max(1, min(int(limit), MAX_RESULTS)))
+        search = SearchQuery(
+            text=query or "",
+            namespace=namespace or None,
+            kind=kind or None,
+            name=name or None,
+            alert=alert or None,
+            since=parse_since(since),
+            until=parse_since(until),
+            limit=max(1, min(int(limit), MAX_RESULTS)),
+        )
     except ValueError as exc:
         raise Refused(f"since/until: {exc}") from None
     findings: Findings = request.app.state.findings

@@ -40,10 +40,14 @@ async def may_as(app: object, verdict: Verdict | None, verb: str, plural: str, n
     kube: Kube = state.kube
     review = await kube.create(
         api_path("authorization.k8s.io/v1", "subjectaccessreviews"),
-        {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-            **dict(verdict.subject),
-            "resourceAttributes": {"group": GROUP, "resource": plural, "verb": verb, "namespace": namespace},
-        }},
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                **dict(verdict.subject),
+                "resourceAttributes": {"group": GROUP, "resource": plural, "verb": verb, "namespace": namespace},
+            },
+        },
     )
     allowed = bool((review.get("status") or {}).get("allowed"))
     if len(cache) > 10_000:

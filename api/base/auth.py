@@ -32,16 +32,35 @@ from lestrade.kube import Acting, ApiException, Kube, api_path
 from lestrade.resources import GROUP, INVESTIGATION_PLURAL
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
-__all__ = ["TokenAuthenticator", "AuthMiddleware", "auth_enabled", "authorize", "load_api_keys", "PUBLIC_PATHS",
-           "PUBLIC_PREFIXES", "requester_annotations"]
+__all__ = [
+    "TokenAuthenticator",
+    "AuthMiddleware",
+    "auth_enabled",
+    "authorize",
+    "load_api_keys",
+    "PUBLIC_PATHS",
+    "PUBLIC_PREFIXES",
+    "requester_annotations",
+]
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/health/live", "/health/ready",
-                          # Slack's callbacks carry Slack's signature, not a token (api/slack)
-                          "/api/slack/interactions",
-                          "/.well-known/agent-card.json"})
-PUBLIC_PREFIXES = ("/console/",
-                   # a signed decision link is its own credential (api/decisions)
-                   "/api/delivery/decisions/")
+PUBLIC_PATHS = frozenset(
+    {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/",
+        "/health/live",
+        "/health/ready",
+        # Slack's callbacks carry Slack's signature, not a token (api/slack)
+        "/api/slack/interactions",
+        "/.well-known/agent-card.json",
+    }
+)
+PUBLIC_PREFIXES = (
+    "/console/",
+    # a signed decision link is its own credential (api/decisions)
+    "/api/delivery/decisions/",
+)
 """The web console's page and files hold no data (console.py); its data needs a token. Nor
 does the A2A agent card (what the agent offers and where: `agents/a2a_agent.py`)."""
 
@@ -98,12 +117,15 @@ class TokenAuthenticator:
         user = status.get("user") or {}
         username = user.get("username", "")
         subject = (
-            ("user", username), ("groups", user.get("groups") or []),
-            ("uid", user.get("uid") or ""), ("extra", user.get("extra") or {}),
+            ("user", username),
+            ("groups", user.get("groups") or []),
+            ("uid", user.get("uid") or ""),
+            ("extra", user.get("extra") or {}),
         )
         if not await self._allowed(subject, "create", INVESTIGATION_PLURAL):
             return Verdict(
-                False, 403,
+                False,
+                403,
                 f"{username} may not create {INVESTIGATION_PLURAL}.{GROUP} in namespace "
                 f"{self.namespace}; grant it with a Role/RoleBinding",
                 username,
@@ -119,7 +141,10 @@ class TokenAuthenticator:
                 "spec": {
                     **dict(subject),
                     "resourceAttributes": {
-                        "group": GROUP, "resource": resource, "verb": verb, "namespace": self.namespace,
+                        "group": GROUP,
+                        "resource": resource,
+                        "verb": verb,
+                        "namespace": self.namespace,
                     },
                 },
             },
@@ -190,7 +215,8 @@ class AuthMiddleware(BaseHTTPMiddleware):
             return _refusal(request, 401, "X-API-Key: not a valid API key")
         if scheme.lower() != "bearer" or not token:
             return _refusal(
-                request, 401,
+                request,
+                401,
                 "authentication required: send 'Authorization: Bearer <kubernetes token>'"
                 + (" or 'X-API-Key: <key>'" if self.api_keys else ""),
                 headers={"WWW-Authenticate": "Bearer"},
@@ -228,8 +254,10 @@ def writer_for(request: Request, kube: Kube) -> Kube | Acting:
     subject = dict(verdict.subject)
     extra = subject.get("extra") or {}
     return kube.acting_as(
-        str(subject.get("user") or ""), list(subject.get("groups") or []),  # type: ignore[call-overload]
-        str(subject.get("uid") or ""), {k: list(v) for k, v in dict(extra).items()},  # type: ignore[call-overload]
+        str(subject.get("user") or ""),
+        list(subject.get("groups") or []),  # type: ignore[call-overload]
+        str(subject.get("uid") or ""),
+        {k: list(v) for k, v in dict(extra).items()},  # type: ignore[call-overload]
     )
 
 

@@ -33,8 +33,11 @@ def loopback_host(host: str) -> bool:
     """`host` (a Host header or an Origin's netloc, with or without a port) names this machine."""
     name = urlsplit(f"//{host}").hostname or ""
     name = name.rstrip(".").lower()
-    return name in _LOOPBACK or name.endswith(".localhost") or (name.startswith("127.") and name.count(".") == 3
-                                                                  and name.replace(".", "").isdigit())
+    return (
+        name in _LOOPBACK
+        or name.endswith(".localhost")
+        or (name.startswith("127.") and name.count(".") == 3 and name.replace(".", "").isdigit())
+    )
 
 
 class LocalOnly:
@@ -48,29 +51,47 @@ class LocalOnly:
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if not loopback_host(host):
-            await _refuse(send, 403, "Host", f"{host!r} is not a loopback name; with authentication off the "
-                          "API answers only http://127.0.0.1 or http://localhost (DNS rebinding)")
+            await _refuse(
+                send,
+                403,
+                "Host",
+                f"{host!r} is not a loopback name; with authentication off the "
+                "API answers only http://127.0.0.1 or http://localhost (DNS rebinding)",
+            )
             return
         origin = headers.get(b"origin")
         if origin is not None:
             parsed = urlsplit(origin.decode("latin-1"))
             if parsed.scheme not in ("http", "https") or not loopback_host(parsed.netloc):
-                await _refuse(send, 403, "Origin", f"{origin.decode('latin-1')!r}: with authentication off "
-                              "the API refuses requests from web pages of other sites")
+                await _refuse(
+                    send,
+                    403,
+                    "Origin",
+                    f"{origin.decode('latin-1')!r}: with authentication off "
+                    "the API refuses requests from web pages of other sites",
+                )
                 return
         if scope["method"] in ("POST", "PUT", "PATCH"):
             kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             if kind not in _JSON_TYPES:
-                await _refuse(send, 415, "Content-Type", "with authentication off, request bodies must be sent "
-                              "as 'Content-Type: application/json' (curl: -H 'Content-Type: application/json')")
+                await _refuse(
+                    send,
+                    415,
+                    "Content-Type",
+                    "with authentication off, request bodies must be sent "
+                    "as 'Content-Type: application/json' (curl: -H 'Content-Type: application/json')",
+                )
                 return
         await self.app(scope, receive, send)
 
 
 async def _refuse(send: Send, status: int, field: str, message: str) -> None:
     body = json.dumps({"detail": f"{field}: {message}"}).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -57,8 +57,7 @@ class Findings:
         await self.refresh()
         plurals = {kind: plural for plural, kind in KINDS.items()}
         readable = [
-            (kind, ns) for kind, ns in self._index.namespaces()
-            if await may_as(app, verdict, "list", plurals[kind], ns)
+            (kind, ns) for kind, ns in self._index.namespaces() if await may_as(app, verdict, "list", plurals[kind], ns)
         ]
         async with self._lock:  # one connection: never used by two threads at once
             return await asyncio.to_thread(self._index.search, query, None, None, readable=readable)

@@ -107,9 +107,7 @@ class Follower:
     async def snapshots(self, ref: ObjectRef | tuple[str, str, str]) -> AsyncIterator[Snapshot]:
         """The current snapshot, then one per change, until the caller stops iterating;
         raises ResourceGone when the object is deleted."""
-        plural, namespace, name = (
-            (ref.plural, ref.namespace, ref.name) if isinstance(ref, ObjectRef) else ref
-        )
+        plural, namespace, name = (ref.plural, ref.namespace, ref.name) if isinstance(ref, ObjectRef) else ref
         async with self._watches[plural].subscribe() as queue:
             # Subscribed first, read second: no change between the two can be missed.
             current = await self.get(plural, namespace, name)

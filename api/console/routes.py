@@ -86,8 +86,11 @@ def _user(request: Request) -> str | None:
 async def _require(request: Request, verb: str, plural: str, namespace: str) -> None:
     if not await may(request, verb, plural, namespace):
         who = _user(request) or "you"
-        raise ClientError(403, "authorization", f"{who} may not {verb} {plural}.{GROUP} in namespace "
-                                                f"{namespace}; grant it with a Role/RoleBinding")
+        raise ClientError(
+            403,
+            "authorization",
+            f"{who} may not {verb} {plural}.{GROUP} in namespace {namespace}; grant it with a Role/RoleBinding",
+        )
 
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -130,8 +133,12 @@ async def runs(request: Request) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for plural in PLURALS:
         objects = list(svc.watches[plural].objects.values())
-        allowed = {ns: await _visible(request, plural, ns) for ns in {o["metadata"].get("namespace", "") for o in objects}}
-        rows += [_light(run_summary(_with_kind(plural, o))) for o in objects if allowed[o["metadata"].get("namespace", "")]]
+        allowed = {
+            ns: await _visible(request, plural, ns) for ns in {o["metadata"].get("namespace", "") for o in objects}
+        }
+        rows += [
+            _light(run_summary(_with_kind(plural, o))) for o in objects if allowed[o["metadata"].get("namespace", "")]
+        ]
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
     return {"user": _user(request), "namespace": svc.namespace, "models": list(svc.models.models), "runs": rows}
 
@@ -148,8 +155,10 @@ async def run(plural: str, namespace: str, name: str, request: Request) -> dict[
     obj = _with_kind(plural, obj)
     state = await svc.follower.transcript(obj)
     return {
-        "summary": run_summary(obj), "timeline": timeline(state, asks=asks_of(obj)),
-        "mayDecide": await may(request, "patch", plural, namespace), "user": _user(request),
+        "summary": run_summary(obj),
+        "timeline": timeline(state, asks=asks_of(obj)),
+        "mayDecide": await may(request, "patch", plural, namespace),
+        "user": _user(request),
     }
 
 
@@ -159,8 +168,10 @@ async def events(request: Request) -> Response:
     svc = services(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
-        async with svc.watches[INVESTIGATION_PLURAL].subscribe() as invs, \
-                svc.watches[CONVERSATION_PLURAL].subscribe() as convs:
+        async with (
+            svc.watches[INVESTIGATION_PLURAL].subscribe() as invs,
+            svc.watches[CONVERSATION_PLURAL].subscribe() as convs,
+        ):
             queues = {INVESTIGATION_PLURAL: invs, CONVERSATION_PLURAL: convs}
             getters = {asyncio.ensure_future(q.get()): p for p, q in queues.items()}
             yield ServerSentEvent(data="{}", event="ready")
@@ -175,14 +186,16 @@ async def events(request: Request) -> Response:
                         if not await _visible(request, plural, namespace):
                             continue
                         row = _light(run_summary(_with_kind(plural, event.object)))
-                        yield ServerSentEvent(data=json.dumps(row, default=str),
-                                              event="deleted" if event.type == "DELETED" else "run")
+                        yield ServerSentEvent(
+                            data=json.dumps(row, default=str), event="deleted" if event.type == "DELETED" else "run"
+                        )
             finally:
                 for task in getters:
                     task.cancel()
 
-    return EventSourceResponse(stream(), ping=svc.keepalive, ping_message_factory=KeepAlive,
-                               headers={"Cache-Control": "no-cache"})
+    return EventSourceResponse(
+        stream(), ping=svc.keepalive, ping_message_factory=KeepAlive, headers={"Cache-Control": "no-cache"}
+    )
 
 
 # -- writing (as the caller) ---------------------------------------------------------------------------
@@ -215,15 +228,26 @@ async def decide(plural: str, namespace: str, name: str, body: DecisionsIn, requ
     if obj is None:
         raise ClientError(404, "name", f"no {plural} {name!r} in namespace {namespace}")
     decided = (obj.get("spec") or {}).get("decisions") or {}
-    pending = {p["toolCallId"]: p for p in (obj.get("status") or {}).get("pendingApprovals") or []
-               if p["toolCallId"] not in decided}
+    pending = {
+        p["toolCallId"]: p
+        for p in (obj.get("status") or {}).get("pendingApprovals") or []
+        if p["toolCallId"] not in decided
+    }
     unknown = [d.id for d in body.decisions if d.id not in pending]
     if unknown:
-        raise ClientError(400, "decisions", f"{', '.join(unknown)} not waiting for a decision "
-                                            f"({len(pending)} call(s) are waiting)")  # ids unnamed: not the caller's
+        raise ClientError(
+            400, "decisions", f"{', '.join(unknown)} not waiting for a decision ({len(pending)} call(s) are waiting)"
+        )  # ids unnamed: not the caller's
     decisions = {
-        d.id: {k: v for k, v in {"approved": d.approved, "reason": d.reason,
-                                 "digest": pending[d.id].get("digest") or None}.items() if v is not None}
+        d.id: {
+            k: v
+            for k, v in {
+                "approved": d.approved,
+                "reason": d.reason,
+                "digest": pending[d.id].get("digest") or None,
+            }.items()
+            if v is not None
+        }
         for d in body.decisions
     }
     path = resource_path(plural, namespace, name)
@@ -246,15 +270,31 @@ async def start_investigation(body: InvestigationIn, request: Request) -> dict[s
     svc = services(request)
     namespace = body.namespace or svc.namespace
     await _require(request, "create", INVESTIGATION_PLURAL, namespace)
-    spec = {k: v for k, v in {
-        "title": body.title, "description": body.description or None, "question": body.question or None,
-        "subject": body.subject or None, "model": check_model(svc.models, body.model or None),
-        "enableToolApproval": body.enable_tool_approval,
-    }.items() if v is not None}
-    created = await _write(request, "body", lambda writer: writer.create(resource_path(INVESTIGATION_PLURAL, namespace), {
-        "apiVersion": API_VERSION, "kind": INVESTIGATION_KIND,
-        "metadata": {"generateName": "inv-", "annotations": requester_annotations(writer)}, "spec": spec,
-    }))
+    spec = {
+        k: v
+        for k, v in {
+            "title": body.title,
+            "description": body.description or None,
+            "question": body.question or None,
+            "subject": body.subject or None,
+            "model": check_model(svc.models, body.model or None),
+            "enableToolApproval": body.enable_tool_approval,
+        }.items()
+        if v is not None
+    }
+    created = await _write(
+        request,
+        "body",
+        lambda writer: writer.create(
+            resource_path(INVESTIGATION_PLURAL, namespace),
+            {
+                "apiVersion": API_VERSION,
+                "kind": INVESTIGATION_KIND,
+                "metadata": {"generateName": "inv-", "annotations": requester_annotations(writer)},
+                "spec": spec,
+            },
+        ),
+    )
     return run_summary(_with_kind(INVESTIGATION_PLURAL, created))
 
 
@@ -273,10 +313,19 @@ async def start_conversation(body: AskIn, request: Request) -> dict[str, Any]:
     spec: dict[str, Any] = {"turns": [{"ask": body.ask}], "enableToolApproval": body.enable_tool_approval}
     if body.model:
         spec["model"] = check_model(svc.models, body.model)
-    created = await _write(request, "ask", lambda writer: writer.create(resource_path(CONVERSATION_PLURAL, namespace), {
-        "apiVersion": API_VERSION, "kind": CONVERSATION_KIND,
-        "metadata": {"generateName": "chat-", "annotations": requester_annotations(writer)}, "spec": spec,
-    }))
+    created = await _write(
+        request,
+        "ask",
+        lambda writer: writer.create(
+            resource_path(CONVERSATION_PLURAL, namespace),
+            {
+                "apiVersion": API_VERSION,
+                "kind": CONVERSATION_KIND,
+                "metadata": {"generateName": "chat-", "annotations": requester_annotations(writer)},
+                "spec": spec,
+            },
+        ),
+    )
     return run_summary(_with_kind(CONVERSATION_PLURAL, created))
 
 
@@ -292,8 +341,10 @@ async def ask_more(namespace: str, name: str, body: AskIn, request: Request) -> 
         if obj is None:
             raise ClientError(404, "name", f"no conversation {name!r} in namespace {namespace}")
         turns = list((obj.get("spec") or {}).get("turns") or [])
-        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                 "spec": {"turns": [*turns, {"ask": body.ask}]}}
+        patch = {
+            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            "spec": {"turns": [*turns, {"ask": body.ask}]},
+        }
         try:
             await writer_for(request, svc.kube).patch(path, patch)
         except ApiException as exc:

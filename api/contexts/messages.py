@@ -71,11 +71,13 @@ def to_chat(role: str, parts: Sequence[Mapping[str, Any]], seq: int) -> dict[str
         if kind == "text":
             texts.append(_text(part.get("text", "")))
         elif kind == "tool_call" and role == "assistant":
-            calls.append({
-                "id": str(part.get("id") or f"ctx-{seq}-{index}"),
-                "type": "function",
-                "function": {"name": str(part.get("name") or ""), "arguments": _text(part.get("payload") or {})},
-            })
+            calls.append(
+                {
+                    "id": str(part.get("id") or f"ctx-{seq}-{index}"),
+                    "type": "function",
+                    "function": {"name": str(part.get("name") or ""), "arguments": _text(part.get("payload") or {})},
+                }
+            )
         elif kind == "tool_result" and role == "tool":
             call_id = str(part.get("tool_call_id") or part.get("id") or "")
             texts.append(_text(part.get("output", part.get("text", ""))))

@@ -114,13 +114,20 @@ def _store(request: Request) -> ContextStore:
 def _settings_wire(req: PutContext) -> dict[str, Any]:
     policy = None
     if req.policy is not None:
-        policy = {"policy": req.policy.strategy, "limit": req.policy.config.limit,
-                  "skip_kinds": req.policy.config.skip_kinds}
+        policy = {
+            "policy": req.policy.strategy,
+            "limit": req.policy.config.limit,
+            "skip_kinds": req.policy.config.skip_kinds,
+        }
     try:
-        settings = ContextSettings.model_validate({
-            "token_budget": req.token_budget, "trigger_ratio": req.trigger_ratio,
-            "compaction": policy, "metadata": req.metadata,
-        })
+        settings = ContextSettings.model_validate(
+            {
+                "token_budget": req.token_budget,
+                "trigger_ratio": req.trigger_ratio,
+                "compaction": policy,
+                "metadata": req.metadata,
+            }
+        )
     except ValidationError as exc:  # the resource's own limits (e.g. skip_kinds entries)
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]).replace("compaction", "policy.config")
@@ -159,8 +166,13 @@ async def append_message(context_id: str, request: Request) -> JSONResponse:
     message: ContextMessage = req.message
     store = _store(request)
     answer = await store.append(
-        context_id, message.role, [p.model_dump() for p in message.parts], message.token_count,
-        message.metadata, req.if_version, writer_for(request, store.kube),
+        context_id,
+        message.role,
+        [p.model_dump() for p in message.parts],
+        message.token_count,
+        message.metadata,
+        req.if_version,
+        writer_for(request, store.kube),
     )
     return JSONResponse(answer)
 
@@ -249,6 +261,8 @@ def install(app: FastAPI, store: ContextStore) -> None:
         if isinstance(exc, (OSError, TimeoutError, aiohttp.ClientError)) or (
             isinstance(exc, ApiException) and (exc.status or 0) >= 500
         ):
-            return JSONResponse({"error": "unavailable", "message": f"the Kubernetes API failed: {exc}"[:500]}, status_code=503)
+            return JSONResponse(
+                {"error": "unavailable", "message": f"the Kubernetes API failed: {exc}"[:500]}, status_code=503
+            )
         log.exception("unexpected error in %s %s", request.method, request.url.path)
         return JSONResponse({"error": "internal_error", "message": type(exc).__name__}, status_code=500)

@@ -78,7 +78,8 @@ class ContextError(Exception):
 def check_id(context_id: str) -> str:
     if not _NAME.match(context_id):
         raise ContextError(
-            400, "invalid_payload",
+            400,
+            "invalid_payload",
             f"id {context_id!r}: a context id is a Conversation name: lowercase letters, digits "
             "and '-', starting and ending with a letter or digit, at most 63 characters",
         )
@@ -161,7 +162,9 @@ class ContextStore:
         settings = stored.settings
         meta = stored.obj["metadata"]
         created = meta.get("creationTimestamp")
-        times = [t for t in (created, _last_time(stored.state), (meta.get("annotations") or {}).get(UPDATED_ANNOTATION)) if t]
+        times = [
+            t for t in (created, _last_time(stored.state), (meta.get("annotations") or {}).get(UPDATED_ANNOTATION)) if t
+        ]
         body: dict[str, Any] = {
             "id": stored.name,
             "token_budget": settings.token_budget,
@@ -183,11 +186,15 @@ class ContextStore:
         check_id(name)
         annotations = {UPDATED_ANNOTATION: now_iso()}
         try:
-            await writer.create(self._path(), {
-                "apiVersion": API_VERSION, "kind": CONVERSATION_KIND,
-                "metadata": {"name": name, "labels": {CONTEXT_LABEL: "true"}, "annotations": annotations},
-                "spec": {"turns": [], "context": context},
-            })
+            await writer.create(
+                self._path(),
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": CONVERSATION_KIND,
+                    "metadata": {"name": name, "labels": {CONTEXT_LABEL: "true"}, "annotations": annotations},
+                    "spec": {"turns": [], "context": context},
+                },
+            )
         except ApiException as exc:
             if not is_conflict(exc):
                 raise _refused(exc) from exc
@@ -198,9 +205,13 @@ class ContextStore:
             # A merge patch merges maps: keys the new settings leave out are removed explicitly.
             replacement = {**{k: None for k in old}, **context}
             try:
-                await writer.patch(self._path(name), {
-                    "metadata": {"annotations": annotations}, "spec": {"context": replacement},
-                })
+                await writer.patch(
+                    self._path(name),
+                    {
+                        "metadata": {"annotations": annotations},
+                        "spec": {"context": replacement},
+                    },
+                )
             except ApiException as err:
                 raise _refused(err) from err
         return await self.read(name)
@@ -211,10 +222,13 @@ class ContextStore:
         if stored.tombstoned:
             raise _tombstoned(name)
         try:
-            await writer.patch(self._path(name), {
-                "metadata": {"annotations": {UPDATED_ANNOTATION: now_iso()}},
-                "spec": {"context": {"metadata": metadata}},
-            })
+            await writer.patch(
+                self._path(name),
+                {
+                    "metadata": {"annotations": {UPDATED_ANNOTATION: now_iso()}},
+                    "spec": {"context": {"metadata": metadata}},
+                },
+            )
         except ApiException as exc:
             raise _refused(exc) from exc
         return await self.read(name)
@@ -222,9 +236,13 @@ class ContextStore:
     async def tombstone(self, name: str, writer: Any) -> Stored:
         await self.conversation(name)
         try:
-            await writer.patch(self._path(name), {
-                "metadata": {"annotations": {UPDATED_ANNOTATION: now_iso()}}, "spec": {"tombstoned": True},
-            })
+            await writer.patch(
+                self._path(name),
+                {
+                    "metadata": {"annotations": {UPDATED_ANNOTATION: now_iso()}},
+                    "spec": {"tombstoned": True},
+                },
+            )
         except ApiException as exc:
             raise _refused(exc) from exc
         return await self.read(name)
@@ -232,8 +250,14 @@ class ContextStore:
     # -- the log ----------------------------------------------------------------------------------
 
     async def append(
-        self, name: str, role: str, parts: list[dict[str, Any]], token_count: int | None,
-        metadata: dict[str, Any] | None, if_version: int | None, writer: Any = None,
+        self,
+        name: str,
+        role: str,
+        parts: list[dict[str, Any]],
+        token_count: int | None,
+        metadata: dict[str, Any] | None,
+        if_version: int | None,
+        writer: Any = None,
     ) -> dict[str, int]:
         def record(stored: Stored) -> dict[str, Any]:
             seq = len(stored.state.messages) + 1
@@ -243,8 +267,11 @@ class ContextStore:
                 "t": RecordType.MESSAGE.value,
                 "message": chat,
                 "context": {
-                    "role": role, "parts": parts, "tokenCount": tokens,
-                    "metadata": metadata or {}, "insertedAt": now_iso(),
+                    "role": role,
+                    "parts": parts,
+                    "tokenCount": tokens,
+                    "metadata": metadata or {},
+                    "insertedAt": now_iso(),
                 },
             }
 
@@ -255,8 +282,9 @@ class ContextStore:
             "token_estimate": int(written["context"]["tokenCount"]),
         }
 
-    async def compact(self, name: str, replacement: list[dict[str, Any]], if_version: int | None,
-                      writer: Any = None) -> dict[str, int]:
+    async def compact(
+        self, name: str, replacement: list[dict[str, Any]], if_version: int | None, writer: Any = None
+    ) -> dict[str, int]:
         def record(stored: Stored) -> dict[str, Any]:
             chat = [to_chat(m["role"], m["parts"], 0) for m in replacement]
             before = count_messages(stored.state.working_messages())
@@ -285,13 +313,20 @@ class ContextStore:
         own = record.get("context")
         if isinstance(own, dict):
             return {
-                "seq": index + 1, "role": own.get("role"), "parts": own.get("parts") or [],
-                "token_count": int(own.get("tokenCount") or 0), "metadata": own.get("metadata") or {},
+                "seq": index + 1,
+                "role": own.get("role"),
+                "parts": own.get("parts") or [],
+                "token_count": int(own.get("tokenCount") or 0),
+                "metadata": own.get("metadata") or {},
                 "inserted_at": own.get("insertedAt"),
             }
         return {
-            "seq": index + 1, "role": message.get("role"), "parts": parts_of(message),
-            "token_count": estimate(message), "metadata": {}, "inserted_at": inserted_at,
+            "seq": index + 1,
+            "role": message.get("role"),
+            "parts": parts_of(message),
+            "token_count": estimate(message),
+            "metadata": {},
+            "inserted_at": inserted_at,
         }
 
     # -- the window -------------------------------------------------------------------------------
@@ -310,11 +345,13 @@ class ContextStore:
             seq = message.get(_SEQ)
             if seq is None:
                 part = message.get(_PARTS)
-                messages.append({
-                    "role": message.get(_ROLE) or message.get("role"),
-                    "parts": part if part is not None else parts_of(message),
-                    "token_count": estimate(_clean(message)),
-                })
+                messages.append(
+                    {
+                        "role": message.get(_ROLE) or message.get("role"),
+                        "parts": part if part is not None else parts_of(message),
+                        "token_count": estimate(_clean(message)),
+                    }
+                )
                 if not segments or segments[-1]["type"] != "summary":
                     segments.append({"type": "summary", "from_seq": 1 if summary_to else 0, "to_seq": summary_to})
                 continue
@@ -338,7 +375,9 @@ class ContextStore:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    async def _write(self, name: str, if_version: int | None, make: Any, writer: Any = None) -> tuple[Stored, dict[str, Any]]:
+    async def _write(
+        self, name: str, if_version: int | None, make: Any, writer: Any = None
+    ) -> tuple[Stored, dict[str, Any]]:
         """Appends the record `make(stored)` builds to the transcript, as the next record, with
         optimistic concurrency; returns the context as it was just before, and the record.
 
@@ -392,20 +431,28 @@ class ContextStore:
         sealed = last is not None and SEAL_KEY in (last.get("data") or {})
         try:
             if last is not None and not sealed and used + len(key) + len(value) <= self.chunk_limit:
-                await self.kube.patch(f"{base}/{last['metadata']['name']}", {
-                    "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
-                    "data": {key: value},
-                }, parse=False)
+                await self.kube.patch(
+                    f"{base}/{last['metadata']['name']}",
+                    {
+                        "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
+                        "data": {key: value},
+                    },
+                    parse=False,
+                )
             else:
                 if last is not None and not sealed:
                     # Seal the full chunk first (a conditional write like any other): a writer
                     # whose smaller record would still fit it then conflicts and re-reads,
                     # instead of storing the same record number there as this one does in
                     # the next chunk.
-                    await self.kube.patch(f"{base}/{last['metadata']['name']}", {
-                        "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
-                        "data": {SEAL_KEY: "true"},
-                    }, parse=False)
+                    await self.kube.patch(
+                        f"{base}/{last['metadata']['name']}",
+                        {
+                            "metadata": {"resourceVersion": last["metadata"]["resourceVersion"]},
+                            "data": {SEAL_KEY: "true"},
+                        },
+                        parse=False,
+                    )
                 index = 1 + int((last or {}).get("metadata", {}).get("labels", {}).get(CHUNK_LABEL, "-1"))
                 await self.kube.create(base, self._chunk(stored, index, {key: value}), parse=False)
         except ApiException as exc:
@@ -417,15 +464,22 @@ class ContextStore:
     def _chunk(self, stored: Stored, index: int, data: dict[str, str]) -> dict[str, Any]:
         owner = ConversationView(stored.obj).ref.owner
         return {
-            "apiVersion": "v1", "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
             "metadata": {
                 "name": chunk_name(owner["name"], owner["uid"], index),
                 "namespace": self.namespace,
                 "labels": {TRANSCRIPT_LABEL: owner["uid"], CHUNK_LABEL: str(index)},
-                "ownerReferences": [{
-                    "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["name"],
-                    "uid": owner["uid"], "controller": True, "blockOwnerDeletion": False,
-                }],
+                "ownerReferences": [
+                    {
+                        "apiVersion": owner["apiVersion"],
+                        "kind": owner["kind"],
+                        "name": owner["name"],
+                        "uid": owner["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": False,
+                    }
+                ],
             },
             "data": data,
         }
@@ -504,7 +558,9 @@ def _policy_wire(settings: ContextSettings) -> dict[str, Any] | None:
 
 
 def _tombstoned(name: str) -> ContextError:
-    return ContextError(409, "context_tombstoned", f"context {name!r} was deleted (tombstoned); its messages stay readable")
+    return ContextError(
+        409, "context_tombstoned", f"context {name!r} was deleted (tombstoned); its messages stay readable"
+    )
 
 
 def _refused(exc: ApiException) -> Exception:
@@ -520,4 +576,3 @@ def _refused(exc: ApiException) -> Exception:
     if exc.status == 404:
         return ContextError(404, "not_found", str(message))
     return exc
-

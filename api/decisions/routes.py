@@ -72,7 +72,11 @@ async def decide(token: str, body: DecisionBody, request: Request) -> JSONRespon
     if body.reason:
         note += f": {body.reason}"
     decisions: dict[str, Any] = {
-        call: {k: v for k, v in {"approved": body.approved, "reason": note[:1024], "digest": digest}.items() if v is not None}
+        call: {
+            k: v
+            for k, v in {"approved": body.approved, "reason": note[:1024], "digest": digest}.items()
+            if v is not None
+        }
         for call, digest in link.calls
     }
     try:

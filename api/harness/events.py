@@ -111,7 +111,8 @@ class _Mapper:
             if record.get("event") != "end":
                 return []
             end = {
-                **base, "reason": "max_iterations" if record.get("reason") == "max_iterations" else "final",
+                **base,
+                "reason": "max_iterations" if record.get("reason") == "max_iterations" else "final",
                 "iterations": int(record.get("iterations") or 0),
                 "usage": self.usage.get(agent, {"inputTokens": 0, "outputTokens": 0}),
             }
@@ -135,11 +136,20 @@ class _Mapper:
                 if not call_id or call_id in self.relayed:
                     continue
                 self.relayed.add(call_id)
-                out.append(("relay", {
-                    "kind": "permission", "runId": self.run, **_agent(pending),
-                    "id": call_id, "toolCallId": call_id, "tool": pending.get("toolName") or "",
-                    "params": pending.get("params") or {},
-                }))
+                out.append(
+                    (
+                        "relay",
+                        {
+                            "kind": "permission",
+                            "runId": self.run,
+                            **_agent(pending),
+                            "id": call_id,
+                            "toolCallId": call_id,
+                            "tool": pending.get("toolName") or "",
+                            "params": pending.get("params") or {},
+                        },
+                    )
+                )
             return out
         if kind == RecordType.TOKENS:
             usage = {
@@ -159,10 +169,17 @@ class _Mapper:
             return [("harness_end", {**base, "reason": reason, "iterations": iterations, "usage": dict(self.total)})]
         if kind == RecordType.ERROR:
             if record.get("reason") == MAX_STEPS_REASON:
-                return [("harness_end", {
-                    **base, "reason": "max_iterations",
-                    "iterations": self.iterations.get(MAIN_AGENT_ID, 0), "usage": dict(self.total),
-                })]
+                return [
+                    (
+                        "harness_end",
+                        {
+                            **base,
+                            "reason": "max_iterations",
+                            "iterations": self.iterations.get(MAIN_AGENT_ID, 0),
+                            "usage": dict(self.total),
+                        },
+                    )
+                ]
             return [("error", _error(base, str(record.get("message") or record.get("reason") or "error")))]
         return []
 
@@ -196,10 +213,17 @@ class _Mapper:
                 fn = part.get("function") or {}
                 call_id = str(part.get("id") or "")
                 self.names[call_id] = str(fn.get("name") or "")
-                out.append(("tool_call", {
-                    **base, "id": call_id, "name": self.names[call_id],
-                    "input": _arguments(fn.get("arguments")),
-                }))
+                out.append(
+                    (
+                        "tool_call",
+                        {
+                            **base,
+                            "id": call_id,
+                            "name": self.names[call_id],
+                            "input": _arguments(fn.get("arguments")),
+                        },
+                    )
+                )
         elif role == "tool":
             call_id = str(message.get("tool_call_id") or "")
             content = _content_text(message.get("content"))

@@ -77,8 +77,12 @@ async def resolve_relay(
 
 
 async def _try(
-    obj: dict[str, Any], state: TranscriptState, writer: Kube | Acting, namespace: str,
-    relay_id: str, answer: RelayAnswer,
+    obj: dict[str, Any],
+    state: TranscriptState,
+    writer: Kube | Acting,
+    namespace: str,
+    relay_id: str,
+    answer: RelayAnswer,
 ) -> bool:
     """True once written; False to wait for the next version of the object."""
     pending = _relay(state, relay_id)
@@ -92,9 +96,14 @@ async def _try(
         if view.current_turn is None:  # the session's turn ended (failed, timed out) meanwhile
             raise HarnessError(409, f"Relay {relay_id} is no longer waiting: the session ended")
         return False  # status has not caught up with the transcript yet
-    spec: dict[str, Any] = {"decisions": {relay_id: {
-        "approved": answer.approved, **({"reason": answer.reason} if answer.reason else {}),
-    }}}
+    spec: dict[str, Any] = {
+        "decisions": {
+            relay_id: {
+                "approved": answer.approved,
+                **({"reason": answer.reason} if answer.reason else {}),
+            }
+        }
+    }
     if answer.always and answer.approved:
         harness = dict((obj.get("spec") or {}).get("harness") or {})
         permissions = dict(harness.get("permissions") or {})

@@ -18,8 +18,14 @@ from lestrade.config import ConfigError, ModelList
 from lestrade.resources.conversation import MAX_ASK_LENGTH, HarnessSettings, Permissions
 
 __all__ = [
-    "HarnessError", "ChatRequest", "RelayAnswer", "parse_chat", "parse_relay",
-    "INVALID_JSON", "CHAT_REQUIRED", "RELAY_REQUIRED",
+    "HarnessError",
+    "ChatRequest",
+    "RelayAnswer",
+    "parse_chat",
+    "parse_relay",
+    "INVALID_JSON",
+    "CHAT_REQUIRED",
+    "RELAY_REQUIRED",
 ]
 
 INVALID_JSON = "Invalid JSON body"
@@ -124,7 +130,8 @@ def parse_chat(raw: bytes, models: ModelList) -> ChatRequest:
         where = ".".join(str(p) for p in ("permissions", *first["loc"]))
         raise HarnessError(400, f"{where}: {first['msg']}") from None
     harness = HarnessSettings(
-        mode=mode, permissions=permissions,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]  # checked above: agent or rlm
+        permissions=permissions,
         max_iterations=_int(body, "maxIterations", 10, 1, 200),
         max_depth=_int(body, "maxDepth", 2, 0, 5),
     )
@@ -135,7 +142,9 @@ def parse_relay(raw: bytes) -> RelayAnswer:
     body = _json(raw)
     response = body.get("response") if isinstance(body, dict) else None
     if (
-        not isinstance(body, dict) or not isinstance(body.get("sessionId"), str) or not body["sessionId"]
+        not isinstance(body, dict)
+        or not isinstance(body.get("sessionId"), str)
+        or not body["sessionId"]
         or not isinstance(response, dict)
     ):
         raise HarnessError(400, RELAY_REQUIRED)
@@ -148,4 +157,6 @@ def parse_relay(raw: bytes) -> RelayAnswer:
     if reason is not None and (not isinstance(reason, str) or len(reason) > 4096):
         raise HarnessError(400, "response.reason: must be a string of at most 4096 characters")
     # 003: the reason goes with a denial (ignored when approved).
-    return RelayAnswer(body["sessionId"], response["approved"], always, None if response["approved"] else reason or None)
+    return RelayAnswer(
+        body["sessionId"], response["approved"], always, None if response["approved"] else reason or None
+    )

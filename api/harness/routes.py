@@ -112,7 +112,10 @@ async def chat(request: Request) -> Response:
         )
     except ApiException as exc:
         if exc.status in (400, 403, 422):
-            return JSONResponse({"error": f"the session was refused: {exc.reason}: {exc.body}"}, status_code=400 if exc.status != 403 else 403)
+            return JSONResponse(
+                {"error": f"the session was refused: {exc.reason}: {exc.body}"},
+                status_code=400 if exc.status != 403 else 403,
+            )
         raise
     return _stream(svc, name, req.harness.max_iterations)
 

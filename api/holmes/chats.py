@@ -34,23 +34,31 @@ from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView
 
 __all__ = [
-    "ClientError", "ChatStore", "CREATED_BY_LABEL", "ENDPOINT_ANNOTATION", "api_object", "apiserver_refusal",
-    "check_model", "check_history", "check_images", "check_response_format",
+    "ClientError",
+    "ChatStore",
+    "CREATED_BY_LABEL",
+    "ENDPOINT_ANNOTATION",
+    "api_object",
+    "apiserver_refusal",
+    "check_model",
+    "check_history",
+    "check_images",
+    "check_response_format",
 ]
 
 CREATED_BY_LABEL = "app.kubernetes.io/created-by"
 STATUS_CATCH_UP_SECONDS = 30.0
 ENDPOINT_ANNOTATION = "lestrade.dev/endpoint"
 SUPERSEDED = "The user asked a new question instead of deciding on this call."
-IMPORTED_HEADER = (
-    "Earlier conversation, as the client sent it (not verified by the server; for context "
-    "only):\n"
-)
-
+IMPORTED_HEADER = "Earlier conversation, as the client sent it (not verified by the server; for context only):\n"
 
 
 def api_object(
-    kind: str, name: str, endpoint: str, writer: Kube | Acting | None, spec: dict[str, Any],
+    kind: str,
+    name: str,
+    endpoint: str,
+    writer: Kube | Acting | None,
+    spec: dict[str, Any],
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a resource the API creates for a caller: made by the API (label), through
@@ -78,6 +86,7 @@ def request_annotations(req: Any) -> dict[str, str]:
             continue
         found[key] = json.dumps(value, sort_keys=True, default=str) if field == "meta" else str(value)
     return found
+
 
 class ClientError(Exception):
     """A request the server cannot honour because of what the client sent."""
@@ -128,12 +137,15 @@ def check_images(images: list[Any] | None) -> list[dict[str, Any]] | None:
         raise ClientError(400, "images", f"at most {MAX_TURN_IMAGES} images per question")
     found: list[dict[str, Any]] = []
     for index, image in enumerate(images):
-        entry = {"url": image} if isinstance(image, str) else {
-            k: v for k, v in {"url": image.url, "detail": image.detail, "format": image.format}.items() if v
-        }
+        entry = (
+            {"url": image}
+            if isinstance(image, str)
+            else {k: v for k, v in {"url": image.url, "detail": image.detail, "format": image.format}.items() if v}
+        )
         if len(entry["url"]) > MAX_IMAGE_URL_LENGTH:
             raise ClientError(
-                400, f"images[{index}]",
+                400,
+                f"images[{index}]",
                 f"longer than {MAX_IMAGE_URL_LENGTH} characters: send a URL the model can fetch "
                 "(large data: URIs are not kept in a Conversation)",
             )
@@ -153,7 +165,8 @@ def check_history(history: list[dict[str, Any]] | None) -> None:
             raise ClientError(400, f"conversation_history[{index}].role", "every message needs a role")
     if history[0].get("role") != "system":
         raise ClientError(
-            400, "conversation_history",
+            400,
+            "conversation_history",
             f"the first message must be a system message, not {history[0].get('role')!r}",
         )
 
@@ -180,7 +193,7 @@ def _imported(history: list[dict[str, Any]] | None, ask: str) -> str:
     if room <= 0:
         return ask
     if len(context) > room:
-        context = "…" + context[-(room - 1):]
+        context = "…" + context[-(room - 1) :]
     return f"{IMPORTED_HEADER}{context}\n\nQuestion: {ask}"
 
 
@@ -196,8 +209,14 @@ class ChatStore:
     # -- new chats --------------------------------------------------------------------------------
 
     async def create(
-        self, ask: str, *, endpoint: str, model: str | None, approvals: bool,
-        system_prompt: str | None = None, history: list[dict[str, Any]] | None = None,
+        self,
+        ask: str,
+        *,
+        endpoint: str,
+        model: str | None,
+        approvals: bool,
+        system_prompt: str | None = None,
+        history: list[dict[str, Any]] | None = None,
         behavior_controls: dict[str, bool] | None = None,
         response_format: dict[str, Any] | None = None,
         frontend_tools: list[dict[str, Any]] | None = None,
@@ -231,8 +250,12 @@ class ChatStore:
 
     # -- follow-ups -------------------------------------------------------------------------------
 
-    def target(self, conversation_id: str | None, history: list[dict[str, Any]] | None,
-               watch_objects: dict[tuple[str, str], dict[str, Any]] | None = None) -> str | None:
+    def target(
+        self,
+        conversation_id: str | None,
+        history: list[dict[str, Any]] | None,
+        watch_objects: dict[tuple[str, str], dict[str, Any]] | None = None,
+    ) -> str | None:
         """The Conversation a request continues: named by conversation_id, or started by this
         client with that id (its `lestrade.dev/conversation-id`), or named in the history.
         An id nobody knows comes back as is (a decision for it is a 404; an ask starts a new
@@ -240,7 +263,10 @@ class ChatStore:
         if conversation_id and watch_objects is not None and (self.namespace, conversation_id) not in watch_objects:
             key = REQUEST_ANNOTATIONS["conversation_id"]
             for (namespace, name), obj in watch_objects.items():
-                if namespace == self.namespace and ((obj.get("metadata") or {}).get("annotations") or {}).get(key) == conversation_id:
+                if (
+                    namespace == self.namespace
+                    and ((obj.get("metadata") or {}).get("annotations") or {}).get(key) == conversation_id
+                ):
                     return name
         return conversation_id or _history_conversation(history)
 
@@ -248,7 +274,13 @@ class ChatStore:
         return await self.follower.get(CONVERSATION_PLURAL, self.namespace, name) is not None
 
     async def ask(
-        self, name: str, ask: str, *, field: str, model: str | None, approvals: bool,
+        self,
+        name: str,
+        ask: str,
+        *,
+        field: str,
+        model: str | None,
+        approvals: bool,
         behavior_controls: dict[str, bool] | None = None,
         response_format: dict[str, Any] | None = None,
         frontend_tools: list[dict[str, Any]] | None = None,
@@ -263,8 +295,15 @@ class ChatStore:
             async with asyncio.timeout(STATUS_CATCH_UP_SECONDS):
                 async for snapshot in self.follower.snapshots((CONVERSATION_PLURAL, self.namespace, name)):
                     cursor = await self._try_ask(
-                        name, ask, snapshot, model=model, approvals=approvals, controls=behavior_controls,
-                        response_format=response_format, frontend_tools=frontend_tools, images=images,
+                        name,
+                        ask,
+                        snapshot,
+                        model=model,
+                        approvals=approvals,
+                        controls=behavior_controls,
+                        response_format=response_format,
+                        frontend_tools=frontend_tools,
+                        images=images,
                         writer=writer,
                     )
                     if cursor is not None:
@@ -274,9 +313,17 @@ class ChatStore:
         raise ClientError(409, field, f"Conversation {name!r} keeps changing; try again")
 
     async def _try_ask(
-        self, name: str, ask: str, snapshot: Snapshot, *, model: str | None, approvals: bool,
-        controls: dict[str, bool] | None, response_format: dict[str, Any] | None,
-        frontend_tools: list[dict[str, Any]] | None, images: list[dict[str, Any]] | None,
+        self,
+        name: str,
+        ask: str,
+        snapshot: Snapshot,
+        *,
+        model: str | None,
+        approvals: bool,
+        controls: dict[str, bool] | None,
+        response_format: dict[str, Any] | None,
+        frontend_tools: list[dict[str, Any]] | None,
+        images: list[dict[str, Any]] | None,
         writer: Kube | Acting | None = None,
     ) -> RunCursor | None:
         obj = snapshot.object
@@ -318,14 +365,18 @@ class ChatStore:
         }
         if len(holders) != 1:
             raise ClientError(
-                400, "conversation_history",
+                400,
+                "conversation_history",
                 "cannot tell which conversation these tool_decisions belong to: send the "
                 "conversation_history (or conversation_id) a response returned",
             )
         return holders.pop()
 
     async def decide(
-        self, name: str | None, decisions: list[ToolDecision], results: list[FrontendToolResult],
+        self,
+        name: str | None,
+        decisions: list[ToolDecision],
+        results: list[FrontendToolResult],
         watch_objects: dict[tuple[str, str], dict[str, Any]],
         writer: Kube | Acting | None = None,
     ) -> RunCursor:
@@ -353,7 +404,11 @@ class ChatStore:
         raise ClientError(409, "tool_decisions", f"Conversation {name!r} is not ready for decisions yet; try again")
 
     async def _try_decide(
-        self, name: str, decisions: list[ToolDecision], results: list[FrontendToolResult], snapshot: Snapshot,
+        self,
+        name: str,
+        decisions: list[ToolDecision],
+        results: list[FrontendToolResult],
+        snapshot: Snapshot,
         writer: Kube | Acting | None = None,
     ) -> RunCursor | None:
         """Patches the decisions if this version of the object can take them; None to wait."""
@@ -366,11 +421,16 @@ class ChatStore:
         frontend = _frontend_waiting(view, state)
         wrong = [r.tool_call_id for r in results if r.tool_call_id in waiting and r.tool_call_id not in frontend]
         if wrong:
-            raise ClientError(400, "frontend_tool_results", f"not frontend tool calls (decide them with tool_decisions): {', '.join(wrong)}")
+            raise ClientError(
+                400,
+                "frontend_tool_results",
+                f"not frontend tool calls (decide them with tool_decisions): {', '.join(wrong)}",
+            )
         unknown = [i for i in ids if i not in waiting]
         if unknown:
             raise ClientError(
-                400, field,
+                400,
+                field,
                 # The waiting ids are not named: they may be another user's calls.
                 f"not waiting for approval in conversation {name}: {', '.join(map(json.dumps, unknown))}"
                 + (f"; {len(waiting)} call(s) are waiting" if waiting else "; nothing is waiting"),
@@ -382,12 +442,16 @@ class ChatStore:
             return None  # status has not caught up with the transcript yet
         patch = {
             "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-            "spec": {"decisions": {
-                **{d.tool_call_id: {"approved": d.approved, **({"reason": d.reason} if d.reason else {})}
-                   for d in decisions},
-                # A frontend call "runs" by returning the client's output: approved with it.
-                **{r.tool_call_id: {"approved": True} for r in results},
-            }},
+            "spec": {
+                "decisions": {
+                    **{
+                        d.tool_call_id: {"approved": d.approved, **({"reason": d.reason} if d.reason else {})}
+                        for d in decisions
+                    },
+                    # A frontend call "runs" by returning the client's output: approved with it.
+                    **{r.tool_call_id: {"approved": True} for r in results},
+                }
+            },
         }
         if results:
             patch["spec"]["frontendToolResults"] = {r.tool_call_id: r.result for r in results}
@@ -400,7 +464,10 @@ class ChatStore:
         # Everything stored before the decisions was delivered with approval_required; the
         # stream goes on from the first record after them (even index -1 of it).
         return RunCursor(
-            CONVERSATION_PLURAL, self.namespace, name, turn=turn,
+            CONVERSATION_PLURAL,
+            self.namespace,
+            name,
+            turn=turn,
             after=EventPosition(len(state.records), -1),
         )
 
@@ -434,10 +501,17 @@ def _turn(ask: str, images: list[dict[str, Any]] | None) -> dict[str, Any]:
 def _wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Request frontend tools as spec.frontendTools entries (camelCase, unset fields left out)."""
     return [
-        {k: v for k, v in {
-            "name": t["name"], "description": t["description"], "parameters": t.get("parameters"),
-            "mode": t.get("mode") or "pause", "noopResponse": t.get("noop_response"),
-        }.items() if v is not None}
+        {
+            k: v
+            for k, v in {
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": t.get("parameters"),
+                "mode": t.get("mode") or "pause",
+                "noopResponse": t.get("noop_response"),
+            }.items()
+            if v is not None
+        }
         for t in tools
     ]
 

@@ -158,13 +158,15 @@ def tool_calls_of(state: TranscriptState, since: int = 0) -> list[dict[str, Any]
         message = record.get("message") if record.get("t") == RecordType.MESSAGE else None
         if message and message.get("role") == "tool":
             event = calls.result_event(str(message.get("tool_call_id")), message.get("content"))
-            found.append({
-                "tool_call_id": event["tool_call_id"],
-                "tool_name": event["name"],
-                "description": event["description"],
-                "role": "tool",
-                "result": event["result"],
-            })
+            found.append(
+                {
+                    "tool_call_id": event["tool_call_id"],
+                    "tool_name": event["name"],
+                    "description": event["description"],
+                    "role": "tool",
+                    "result": event["result"],
+                }
+            )
     return found
 
 
@@ -264,52 +266,65 @@ def _record_events(
             if role == "assistant":
                 content = message.get("content")
                 if isinstance(content, str) and content.strip():
-                    yield "ai_message", {
-                        "content": content,
-                        "reasoning": message.get("reasoning_content"),
-                        "metadata": _token_metadata(last_tokens) if last_tokens else {},
-                    }
+                    yield (
+                        "ai_message",
+                        {
+                            "content": content,
+                            "reasoning": message.get("reasoning_content"),
+                            "metadata": _token_metadata(last_tokens) if last_tokens else {},
+                        },
+                    )
                 for part in message.get("tool_calls") or []:
-                    yield "start_tool_calling", {
-                        "tool_name": str((part.get("function") or {}).get("name") or ""),
-                        "id": part.get("id", ""),
-                    }
+                    yield (
+                        "start_tool_calling",
+                        {
+                            "tool_name": str((part.get("function") or {}).get("name") or ""),
+                            "id": part.get("id", ""),
+                        },
+                    )
             elif role == "tool":
-                yield "tool_calling_result", calls.result_event(
-                    str(message.get("tool_call_id")), message.get("content")
+                yield (
+                    "tool_calling_result",
+                    calls.result_event(str(message.get("tool_call_id")), message.get("content")),
                 )
         case RecordType.APPROVAL_NEEDED:
             pending = [p for p in record.get("pending") or [] if not p.get("frontend")]
             frontend = [p for p in record.get("pending") or [] if p.get("frontend")]
             for p in pending:
-                yield "tool_calling_result", {
-                    **calls.result_event(p["toolCallId"], None, "approval_required"),
-                    "description": p.get("description") or "",
-                }
-            yield "approval_required", {
-                "content": None,
-                "conversation_history": history_at(state, seq, conversation),
-                "follow_up_actions": [],
-                "requires_approval": True,
-                "pending_approvals": [
+                yield (
+                    "tool_calling_result",
                     {
-                        "tool_call_id": p["toolCallId"],
-                        "tool_name": p.get("toolName") or "",
+                        **calls.result_event(p["toolCallId"], None, "approval_required"),
                         "description": p.get("description") or "",
-                        "params": p.get("params") or {},
-                    }
-                    for p in pending
-                ],
-                "pending_frontend_tool_calls": [
-                    {
-                        "tool_call_id": p["toolCallId"],
-                        "tool_name": p.get("toolName") or "",
-                        "arguments": calls.params.get(p["toolCallId"], p.get("params") or {}),
-                    }
-                    for p in frontend
-                ],
-                **({CONVERSATION_KEY: conversation} if conversation else {}),
-            }
+                    },
+                )
+            yield (
+                "approval_required",
+                {
+                    "content": None,
+                    "conversation_history": history_at(state, seq, conversation),
+                    "follow_up_actions": [],
+                    "requires_approval": True,
+                    "pending_approvals": [
+                        {
+                            "tool_call_id": p["toolCallId"],
+                            "tool_name": p.get("toolName") or "",
+                            "description": p.get("description") or "",
+                            "params": p.get("params") or {},
+                        }
+                        for p in pending
+                    ],
+                    "pending_frontend_tool_calls": [
+                        {
+                            "tool_call_id": p["toolCallId"],
+                            "tool_name": p.get("toolName") or "",
+                            "arguments": calls.params.get(p["toolCallId"], p.get("params") or {}),
+                        }
+                        for p in frontend
+                    ],
+                    **({CONVERSATION_KEY: conversation} if conversation else {}),
+                },
+            )
         case RecordType.TOKENS:
             yield "token_count", {"metadata": _token_metadata(record)}
         case RecordType.COMPACTION:
@@ -318,20 +333,26 @@ def _record_events(
             text = str(record.get("text") or "")
             metadata = metadata_of(state, since, seq)
             if kind == "investigation":
-                yield "ai_answer_end", {
-                    "sections": record.get("sections"),
-                    "analysis": text,
-                    "instructions": [],
-                    "metadata": metadata,
-                }
+                yield (
+                    "ai_answer_end",
+                    {
+                        "sections": record.get("sections"),
+                        "analysis": text,
+                        "instructions": [],
+                        "metadata": metadata,
+                    },
+                )
             else:
-                yield "ai_answer_end", {
-                    "analysis": text,
-                    "conversation_history": history_at(state, seq, conversation),
-                    "follow_up_actions": [],
-                    "metadata": metadata,
-                    **({CONVERSATION_KEY: conversation} if conversation else {}),
-                }
+                yield (
+                    "ai_answer_end",
+                    {
+                        "analysis": text,
+                        "conversation_history": history_at(state, seq, conversation),
+                        "follow_up_actions": [],
+                        "metadata": metadata,
+                        **({CONVERSATION_KEY: conversation} if conversation else {}),
+                    },
+                )
         case RecordType.ERROR:
             yield "error", error_payload(str(record.get("reason") or ""), str(record.get("message") or ""))
         case _:
@@ -353,19 +374,25 @@ def _compaction_events(
         ),
         None,
     )
-    yield "conversation_history_compaction_start", {
-        "content": f"Compacting conversation history ({before} tokens, {messages_before} messages)...",
-        "metadata": {"initial_tokens": before, "num_messages": messages_before},
-    }
-    yield "conversation_history_compacted", {
-        "content": f"The conversation history has been compacted from {before} to {after} tokens",
-        "compaction_summary": summary,
-        "messages": compacted,
-        "metadata": {
-            "initial_tokens": before,
-            "compacted_tokens": after,
-            "compression_ratio_pct": round(100 * (1 - after / before), 1) if before else 0.0,
-            "num_messages_before": messages_before,
-            "num_messages_after": len(compacted),
+    yield (
+        "conversation_history_compaction_start",
+        {
+            "content": f"Compacting conversation history ({before} tokens, {messages_before} messages)...",
+            "metadata": {"initial_tokens": before, "num_messages": messages_before},
         },
-    }
+    )
+    yield (
+        "conversation_history_compacted",
+        {
+            "content": f"The conversation history has been compacted from {before} to {after} tokens",
+            "compaction_summary": summary,
+            "messages": compacted,
+            "metadata": {
+                "initial_tokens": before,
+                "compacted_tokens": after,
+                "compression_ratio_pct": round(100 * (1 - after / before), 1) if before else 0.0,
+                "num_messages_before": messages_before,
+                "num_messages_after": len(compacted),
+            },
+        },
+    )

@@ -64,9 +64,7 @@ def _unsupported(req: ChatRequest) -> None:
         raise ClientError(400, "frontend_tools", "tool names must be unique")
     clashes = sorted(set(names) & BUILTIN_TOOL_NAMES)
     if clashes:
-        raise ClientError(
-            400, "frontend_tools", f"{', '.join(clashes)}: the name of a built-in tool; rename it"
-        )
+        raise ClientError(400, "frontend_tools", f"{', '.join(clashes)}: the name of a built-in tool; rename it")
     check_response_format(req.response_format)
 
 
@@ -77,8 +75,12 @@ async def _allow(request: Request, verb: str) -> None:
 
 
 async def _start_chat(
-    request: Request, svc: Services, req: ChatRequest | IssueChatRequest | WorkloadHealthChatRequest, *,
-    endpoint: str, system_prompt: str | None = None,
+    request: Request,
+    svc: Services,
+    req: ChatRequest | IssueChatRequest | WorkloadHealthChatRequest,
+    *,
+    endpoint: str,
+    system_prompt: str | None = None,
 ) -> RunCursor:
     store: ChatStore = svc.chats
     model = check_model(svc.models, req.model)
@@ -94,12 +96,17 @@ async def _start_chat(
         # user message is added
         await _allow(request, "patch")
         return await store.decide(
-            target, decisions, results, svc.watches["conversations"].objects,
+            target,
+            decisions,
+            results,
+            svc.watches["conversations"].objects,
             writer=writer_for(request, svc.kube),
         )
     if not req.ask:
         raise ClientError(
-            422, "ask", "required (only a request that resumes a paused chat with "
+            422,
+            "ask",
+            "required (only a request that resumes a paused chat with "
             "tool_decisions or frontend_tool_results may leave it out)",
         )
     field = "conversation_id" if req.conversation_id else "conversation_history"
@@ -113,17 +120,32 @@ async def _start_chat(
         # additional_system_prompt is not honoured here: the system prompt is fixed when the
         # Conversation's first turn starts.
         return await store.ask(
-            target, req.ask, field=field, model=model, approvals=approvals, behavior_controls=controls,
-            response_format=response_format, frontend_tools=frontend_tools, images=images,
+            target,
+            req.ask,
+            field=field,
+            model=model,
+            approvals=approvals,
+            behavior_controls=controls,
+            response_format=response_format,
+            frontend_tools=frontend_tools,
+            images=images,
             writer=writer_for(request, svc.kube),
         )
     await _allow(request, "create")
     additions = [p for p in (system_prompt, getattr(req, "additional_system_prompt", None)) if p]
     return await store.create(
-        req.ask, endpoint=endpoint, model=model, approvals=approvals,
-        system_prompt="\n\n".join(additions)[:CONTEXT_LIMIT] or None, history=req.conversation_history,
-        behavior_controls=controls, response_format=response_format, frontend_tools=frontend_tools,
-        images=images, writer=writer_for(request, svc.kube), annotations=request_annotations(req),
+        req.ask,
+        endpoint=endpoint,
+        model=model,
+        approvals=approvals,
+        system_prompt="\n\n".join(additions)[:CONTEXT_LIMIT] or None,
+        history=req.conversation_history,
+        behavior_controls=controls,
+        response_format=response_format,
+        frontend_tools=frontend_tools,
+        images=images,
+        writer=writer_for(request, svc.kube),
+        annotations=request_annotations(req),
     )
 
 
@@ -147,7 +169,9 @@ async def _answer(svc: Services, cursor: RunCursor, request: Request) -> JSONRes
     return JSONResponse(body.model_dump(mode="json"), headers={REQUEST_ID_HEADER: request_id})
 
 
-async def _chat(request: Request, req: Any, *, stream: bool, endpoint: str, system_prompt: str | None = None) -> Response:
+async def _chat(
+    request: Request, req: Any, *, stream: bool, endpoint: str, system_prompt: str | None = None
+) -> Response:
     svc = services(request)
     resumed = await resumed_stream(request, svc) if stream else None
     if resumed is not None:
@@ -205,6 +229,9 @@ def _workload_context(req: WorkloadHealthChatRequest) -> str:
 @router.post("/api/workload_health_chat", response_model=ChatResponse)
 async def workload_health_chat(req: WorkloadHealthChatRequest, request: Request) -> Response:
     return await _chat(
-        request, req, stream=req.stream, endpoint="/api/workload_health_chat",
+        request,
+        req,
+        stream=req.stream,
+        endpoint="/api/workload_health_chat",
         system_prompt=_workload_context(req),
     )

@@ -46,15 +46,21 @@ async def _prometheus(url: str) -> dict[str, Any]:
 async def toolsets(request: Request) -> list[dict[str, Any]]:
     watches = request.app.state.watches
     waiting = [p for p, w in watches.items() if not w.synced.is_set()]
-    kubernetes = {"status": "healthy"} if not waiting else {
-        "status": "unhealthy", "error": f"not watching {', '.join(sorted(waiting))} yet"}
+    kubernetes = (
+        {"status": "healthy"}
+        if not waiting
+        else {"status": "unhealthy", "error": f"not watching {', '.join(sorted(waiting))} yet"}
+    )
     prometheus_url = os.environ.get("LESTRADE_PROMETHEUS_URL") or ""
     rows = [
         {"name": "kubernetes", "enabled": True, **kubernetes},
         {"name": "runbooks", "enabled": True, "status": "healthy"},
         {"name": "todo", "enabled": True, "status": "healthy"},
-        {"name": "prometheus", "enabled": bool(prometheus_url),
-         **(await _prometheus(prometheus_url) if prometheus_url else {"status": "disabled"})},
+        {
+            "name": "prometheus",
+            "enabled": bool(prometheus_url),
+            **(await _prometheus(prometheus_url) if prometheus_url else {"status": "disabled"}),
+        },
         {"name": "bash", "enabled": _flag("LESTRADE_ENABLE_BASH", "true")},
         {"name": "kubernetes_write", "enabled": _flag("LESTRADE_ENABLE_WRITE_TOOLS", "false")},
     ]
@@ -72,8 +78,10 @@ async def info(request: Request) -> dict[str, Any]:
         "server": "lestrade",
         "version": __version__,
         "auth": {"enabled": auth, "methods": ["bearer", "api_key"] if auth else []},
-        "models": [{"name": name, "default": name == svc.models.default_name, "demo": model.is_demo}
-                   for name, model in svc.models.models.items()],
+        "models": [
+            {"name": name, "default": name == svc.models.default_name, "demo": model.is_demo}
+            for name, model in svc.models.models.items()
+        ],
         "default_model": svc.models.default_name,
         "toolsets": await toolsets(request),
     }

@@ -39,10 +39,16 @@ async def _create(request: Request, svc: Services, spec: dict[str, Any], endpoin
     name = f"api-{secrets.token_hex(8)}"
     writer = writer_for(request, svc.kube)
     try:
-        await writer.create(resource_path(INVESTIGATION_PLURAL, svc.namespace), api_object(
-            INVESTIGATION_KIND, name, endpoint, writer,
-            {**{k: v for k, v in spec.items() if v is not None}, "enableToolApproval": False},
-        ))
+        await writer.create(
+            resource_path(INVESTIGATION_PLURAL, svc.namespace),
+            api_object(
+                INVESTIGATION_KIND,
+                name,
+                endpoint,
+                writer,
+                {**{k: v for k, v in spec.items() if v is not None}, "enableToolApproval": False},
+            ),
+        )
     except ApiException as exc:
         raise apiserver_refusal(exc, "body") from exc
     return RunCursor(INVESTIGATION_PLURAL, svc.namespace, name)
@@ -79,8 +85,9 @@ def _health_spec(req: WorkloadHealthRequest, svc: Services) -> dict[str, Any]:
     }
 
 
-async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool,
-                  health: bool = False) -> JSONResponse:
+async def _answer(
+    svc: Services, cursor: RunCursor, request: Request, *, tool_calls: bool, results: bool, health: bool = False
+) -> JSONResponse:
     request_id = new_request_id()
     last, snapshot = await last_event(svc, cursor, request, "investigation")
     if last.name == "error":
@@ -94,9 +101,16 @@ async def _answer(svc: Services, cursor: RunCursor, request: Request, *, tool_ca
             analysis = json.dumps(health_answer(last.data.get("sections"), analysis))
         except HealthAnswerError as exc:
             # 502: the model, not the client, failed; the runner gets no prose to misparse
-            return JSONResponse({"detail": f"the model's answer is not a health verdict: {exc}",
-                                 "analysis": last.data.get("analysis"), "investigation": cursor.name,
-                                 "metadata": {"request_id": request_id}}, 502, headers={REQUEST_ID_HEADER: request_id})
+            return JSONResponse(
+                {
+                    "detail": f"the model's answer is not a health verdict: {exc}",
+                    "analysis": last.data.get("analysis"),
+                    "investigation": cursor.name,
+                    "metadata": {"request_id": request_id},
+                },
+                502,
+                headers={REQUEST_ID_HEADER: request_id},
+            )
     body = InvestigationResponse(
         analysis=analysis,
         sections=last.data.get("sections"),
@@ -131,5 +145,6 @@ async def workload_health_check(req: WorkloadHealthRequest, request: Request) ->
     """A health check of one workload, as an Investigation with the ask as its question."""
     svc = services(request)
     cursor = await _create(request, svc, _health_spec(req, svc), "/api/workload_health_check")
-    return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results,
-                         health=True)
+    return await _answer(
+        svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results, health=True
+    )

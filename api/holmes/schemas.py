@@ -73,7 +73,7 @@ class _ChatFields(_Body):
         default=None,
         max_length=MAX_ASK_LENGTH,
         description="The user's question. Required, except in a request that only resumes a "
-        "paused chat with tool_decisions or frontend_tool_results (then it may be \"\" or "
+        'paused chat with tool_decisions or frontend_tool_results (then it may be "" or '
         "left out: the chat goes on from its history, with no new user message).",
     )
     conversation_history: list[dict[str, Any]] | None = Field(
@@ -89,12 +89,18 @@ class _ChatFields(_Body):
         "it) or the client's own id of a chat it started with that id; an id the server does not "
         "know starts a new Conversation recording it. Found in conversation_history when omitted.",
     )
-    user_id: str | None = Field(default=None, max_length=253, description="The client's user id (recorded, not verified).")
-    user_email: str | None = Field(default=None, max_length=320, description="The client's user email (recorded, not verified).")
-    request_source: str | None = Field(default=None, max_length=253,
-                                       description="Where the request comes from, e.g. slack, ui, api.")
-    source_ref: str | None = Field(default=None, max_length=2048,
-                                   description="A reference in that source, e.g. a Slack thread URL.")
+    user_id: str | None = Field(
+        default=None, max_length=253, description="The client's user id (recorded, not verified)."
+    )
+    user_email: str | None = Field(
+        default=None, max_length=320, description="The client's user email (recorded, not verified)."
+    )
+    request_source: str | None = Field(
+        default=None, max_length=253, description="Where the request comes from, e.g. slack, ui, api."
+    )
+    source_ref: str | None = Field(
+        default=None, max_length=2048, description="A reference in that source, e.g. a Slack thread URL."
+    )
     meta: dict[str, Any] | None = Field(default=None, description="Free-form client metadata (at most 4 KiB as JSON).")
 
     @field_validator("meta")

@@ -44,7 +44,8 @@ def _event(cursor: RunCursor, name: str, data: dict, position: object = None) ->
 
 
 def sse_response(
-    events: AsyncIterator[tuple[str, dict, object]], cursor: RunCursor,
+    events: AsyncIterator[tuple[str, dict, object]],
+    cursor: RunCursor,
     keepalive: float = KEEPALIVE_SECONDS,
 ) -> EventSourceResponse:
     """`events` yields (event name, payload, position or None). A client that disconnects
@@ -59,6 +60,8 @@ def sse_response(
                 yield _event(cursor, "error", error_payload("Deleted", str(exc)))
 
     return EventSourceResponse(
-        encoded(), ping=keepalive, ping_message_factory=KeepAlive,
+        encoded(),
+        ping=keepalive,
+        ping_message_factory=KeepAlive,
         headers={"Cache-Control": "no-cache"},
     )

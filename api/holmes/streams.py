@@ -89,6 +89,7 @@ async def last_event(svc: Services, cursor: RunCursor, request: Request, field: 
     if gone in done:
         raise ClientGone()
     raise HTTPException(
-        504, f"{field}: {cursor.plural} {cursor.name} is still running after "
+        504,
+        f"{field}: {cursor.plural} {cursor.name} is still running after "
         f"{svc.wait_timeout:g}s; it goes on in the cluster (kubectl get {cursor.short} {cursor.name})",
     )

@@ -18,10 +18,9 @@ from typing import Any
 __all__ = ["HEALTH_SECTIONS", "HEALTH_RESPONSE_FORMAT", "HealthAnswerError", "health_answer"]
 
 HEALTH_SECTIONS: dict[str, str] = {
-    "workload_healthy": "true if the workload is healthy, false if it is in an error state "
-                        "(one word: true or false)",
+    "workload_healthy": "true if the workload is healthy, false if it is in an error state (one word: true or false)",
     "root_cause_summary": "a concise explanation leading to the workload_healthy result: the "
-                          "reason and root cause of the workload's issues, or why it is healthy",
+    "reason and root cause of the workload's issues, or why it is healthy",
 }
 
 HEALTH_RESPONSE_FORMAT: dict[str, Any] = {

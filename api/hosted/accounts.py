@@ -49,8 +49,10 @@ class HostedSettings:
         names = [n.strip() for n in (env.get("LESTRADE_CLUSTER_NAMES") or "").split(",") if n.strip()]
         if not names and (env.get("LESTRADE_CLUSTER_NAME") or "").strip():
             names = [env["LESTRADE_CLUSTER_NAME"].strip()]
-        return cls(account_id=(env.get("LESTRADE_ACCOUNT_ID") or "").strip() or None,
-                   clusters=tuple(dict.fromkeys(names)) or ("default",))
+        return cls(
+            account_id=(env.get("LESTRADE_ACCOUNT_ID") or "").strip() or None,
+            clusters=tuple(dict.fromkeys(names)) or ("default",),
+        )
 
 
 class ClusterUnresolved(Exception):
@@ -77,21 +79,23 @@ def _mentioned(text: str, clusters: tuple[str, ...]) -> list[str]:
     return [c for c in clusters if re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", text)]
 
 
-def resolve_cluster(
-    given: str | None, payload: Mapping[str, Any] | None, ask: str, clusters: tuple[str, ...]
-) -> str:
+def resolve_cluster(given: str | None, payload: Mapping[str, Any] | None, ask: str, clusters: tuple[str, ...]) -> str:
     known = ", ".join(clusters)
     if given:
         if given in clusters:
             return given
-        raise ClusterUnresolved(404, f"cluster_id: cluster {given!r} is not connected to this account; connected: {known}", clusters)
+        raise ClusterUnresolved(
+            404, f"cluster_id: cluster {given!r} is not connected to this account; connected: {known}", clusters
+        )
     payload = payload or {}
     for key, value in _fields(payload):
         if value in clusters:
             return value
         if key in EXPLICIT_KEYS:
             raise ClusterUnresolved(
-                404, f"payload.{key}: cluster {value!r} is not connected to this account; connected: {known}", clusters,
+                404,
+                f"payload.{key}: cluster {value!r} is not connected to this account; connected: {known}",
+                clusters,
             )
     text = ask + "\n" + json.dumps(payload, default=str, ensure_ascii=False)
     mentioned = _mentioned(text, clusters)
@@ -100,5 +104,7 @@ def resolve_cluster(
     if len(clusters) == 1:
         return clusters[0]
     raise ClusterUnresolved(
-        400, f"cluster_id: cannot determine the cluster; pass cluster_id, one of: {known}", clusters,
+        400,
+        f"cluster_id: cannot determine the cluster; pass cluster_id, one of: {known}",
+        clusters,
     )

@@ -110,7 +110,10 @@ async def hosted_chat(account_id: str, request: Request) -> Response:
         return _refuse(exc.status, exc.message, clusters=list(exc.clusters))
     model = check_model(svc.models, req.model)
     cursor = await svc.chats.create(
-        req.ask, endpoint=ENDPOINT, model=model, approvals=req.stream,
+        req.ask,
+        endpoint=ENDPOINT,
+        model=model,
+        approvals=req.stream,
         system_prompt=_system_prompt(cluster, req.payload, req.additional_system_prompt),
         writer=writer_for(request, svc.kube),
     )
@@ -121,6 +124,7 @@ async def hosted_chat(account_id: str, request: Request) -> Response:
     if last.name == "ai_answer_end" and mapped is not None:
         return JSONResponse({"cluster_id": cluster, "analysis": mapped[1]["analysis"]})
     if last.name == "error" and mapped is not None:
-        return _refuse(500, f"Holmes request failed: {mapped[1]['msg']}", error_code=mapped[1]["error_code"],
-                       cluster_id=cluster)
+        return _refuse(
+            500, f"Holmes request failed: {mapped[1]['msg']}", error_code=mapped[1]["error_code"], cluster_id=cluster
+        )
     raise ClientError(500, "ask", f"the chat ended with {last.name}")  # not expected: approvals are off

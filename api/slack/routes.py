@@ -77,8 +77,11 @@ async def interaction(request: Request) -> JSONResponse:
     if len(raw) > MAX_BODY:
         return _refuse(413, "body too large")
     problem = verify_slack(
-        settings.signing_secret, request.headers.get("x-slack-request-timestamp"), raw,
-        request.headers.get("x-slack-signature"), now=time.time(),
+        settings.signing_secret,
+        request.headers.get("x-slack-request-timestamp"),
+        raw,
+        request.headers.get("x-slack-signature"),
+        now=time.time(),
     )
     if problem:
         return _refuse(401, problem)
@@ -100,8 +103,9 @@ async def interaction(request: Request) -> JSONResponse:
     map_ns, map_name = settings.user_map or (request.app.state.namespace, "lestrade-slack-users")
     identity = identity_of(await read_user_map(kube, map_ns, map_name), team, slack_user)
     if identity is None:
-        return _refuse(403, f"Slack user {slack_user} is not mapped to a Kubernetes identity "
-                            f"(ConfigMap {map_ns}/{map_name})")
+        return _refuse(
+            403, f"Slack user {slack_user} is not mapped to a Kubernetes identity (ConfigMap {map_ns}/{map_name})"
+        )
 
     path = resource_path(plural, namespace, name)
     try:
@@ -117,10 +121,15 @@ async def interaction(request: Request) -> JSONResponse:
     digest = pending[call].get("digest")
     if target.get("digest") and digest and target["digest"] != digest:
         return _refuse(409, f"call {call} changed since the message was sent")
-    decision = {k: v for k, v in {
-        "approved": approved, "reason": f"{'approved' if approved else 'denied'} in Slack by {identity.user}",
-        "digest": digest,
-    }.items() if v is not None}
+    decision = {
+        k: v
+        for k, v in {
+            "approved": approved,
+            "reason": f"{'approved' if approved else 'denied'} in Slack by {identity.user}",
+            "digest": digest,
+        }.items()
+        if v is not None
+    }
     try:
         await kube.acting_as(identity.user, identity.groups).patch(path, {"spec": {"decisions": {call: decision}}})
     except ApiException as exc:
@@ -139,10 +148,16 @@ async def _update_message(settings: SlackSettings, payload: dict[str, Any], user
     url = payload.get("response_url")
     if not isinstance(url, str) or not url.startswith(settings.response_url_prefix):
         return
-    blocks = [b for b in (payload.get("message") or {}).get("blocks") or []
-              if not (b.get("type") == "actions" and any(e.get("value") for e in b.get("elements") or []))]
+    blocks = [
+        b
+        for b in (payload.get("message") or {}).get("blocks") or []
+        if not (b.get("type") == "actions" and any(e.get("value") for e in b.get("elements") or []))
+    ]
     word = "approved" if approved else "denied"
-    note = {"type": "section", "text": {"type": "mrkdwn", "text": f":ballot_box_with_check: {word} by *{_escape(user)}*"}}
+    note = {
+        "type": "section",
+        "text": {"type": "mrkdwn", "text": f":ballot_box_with_check: {word} by *{_escape(user)}*"},
+    }
     blocks.insert(min(1, len(blocks)), note)
     body = {"replace_original": True, "text": f"{word} by {_escape(user)}", "blocks": blocks[:50]}
     try:

@@ -91,9 +91,7 @@ def token_breakdown(
             out["assistant_tokens"] += n
             calls = msg.get("tool_calls") or []
             if calls:
-                out["tools_to_call_tokens"] += count_text(
-                    json.dumps(calls, separators=(",", ":"), default=str), model
-                )
+                out["tools_to_call_tokens"] += count_text(json.dumps(calls, separators=(",", ":"), default=str), model)
         else:
             out["other_tokens"] += n
     out["total_tokens"] = sum(v for k, v in out.items() if k != "total_tokens")

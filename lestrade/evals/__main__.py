@@ -35,8 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--judge", default="", help="the judge's model list entry (default: --model)")
     parser.add_argument("--report", type=Path, default=Path("."), help="folder for eval-report.json/.md")
     parser.add_argument("--compare", type=Path, default=None, help="an earlier eval-report.json")
-    parser.add_argument("--kubeconfig", type=Path, default=None,
-                        help="use this cluster (with KWOK) instead of starting a local control plane")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="use this cluster (with KWOK) instead of starting a local control plane",
+    )
     parser.add_argument("--max-steps", type=int, default=20, help="model mode: steps per investigation")
     parser.add_argument("--parallel", type=int, default=4, help="scenarios staged at once")
     return parser
@@ -67,8 +71,9 @@ async def _main(args: argparse.Namespace) -> int:
         env = Environment(api_client, workdir, prometheus_url=prometheus_url, series=series, parallel=args.parallel)
         print(f"eval: {len(scenarios)} scenarios", flush=True)
         if models is not None:
-            report = await run_model(env, scenarios, models, args.model, args.judge or args.model,
-                                     max_steps=args.max_steps)
+            report = await run_model(
+                env, scenarios, models, args.model, args.judge or args.model, max_steps=args.max_steps
+            )
             return _write_reports(report, args)
         from lestrade.modelserver import ScriptedModelServer
 

@@ -20,8 +20,17 @@ from lestrade.evals.recall import model_inputs
 from lestrade.evals.scenario import Scenario
 from lestrade.runs.findings import findings
 
-__all__ = ["JUDGE_SYSTEM", "Verdict", "ScenarioReport", "judge_prompt", "parse_verdict", "judge",
-           "build_report", "markdown_report", "compare_reports"]
+__all__ = [
+    "JUDGE_SYSTEM",
+    "Verdict",
+    "ScenarioReport",
+    "judge_prompt",
+    "parse_verdict",
+    "judge",
+    "build_report",
+    "markdown_report",
+    "compare_reports",
+]
 
 JUDGE_SYSTEM = """\
 You grade the answer of a Kubernetes troubleshooting assistant. You get the true root cause of
@@ -61,8 +70,10 @@ class ScenarioReport:
 
 def judge_prompt(scenario: Scenario, answer: str) -> str:
     facts = "\n".join(f"{i + 1}. {f.label}{f' ({f.what})' if f.what else ''}" for i, f in enumerate(scenario.evidence))
-    return (f"True root cause: {scenario.root_cause}\n\nEvidence facts:\n{facts}\n\n"
-            f"<answer>\n{answer.replace('</answer>', '')}\n</answer>")
+    return (
+        f"True root cause: {scenario.root_cause}\n\nEvidence facts:\n{facts}\n\n"
+        f"<answer>\n{answer.replace('</answer>', '')}\n</answer>"
+    )
 
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
@@ -95,9 +106,12 @@ async def judge(model: ModelConfig, scenario: Scenario, answer: str) -> Verdict:
         return Verdict(reason="no answer", error="the investigation gave no answer")
     try:
         reply = await litellm.acompletion(
-            **{k: v for k, v in model.settings.items() if k != "max_tokens"}, max_tokens=1024,
-            messages=[{"role": "system", "content": JUDGE_SYSTEM},
-                      {"role": "user", "content": judge_prompt(scenario, answer)}],
+            **{k: v for k, v in model.settings.items() if k != "max_tokens"},
+            max_tokens=1024,
+            messages=[
+                {"role": "system", "content": JUDGE_SYSTEM},
+                {"role": "user", "content": judge_prompt(scenario, answer)},
+            ],
         )
     except Exception as exc:  # noqa: BLE001 — a failed judgement is reported, not raised
         return Verdict(error=f"the judge call failed: {type(exc).__name__}: {exc}")
@@ -121,11 +135,14 @@ def grounding_problems(sections: Mapping[str, str], call_ids: Sequence[str]) -> 
 def build_report(model: str, judge_model: str, rows: Sequence[ScenarioReport]) -> dict[str, Any]:
     passed = sum(r.passed for r in rows)
     return {
-        "model": model, "judge": judge_model,
+        "model": model,
+        "judge": judge_model,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "scenarios": len(rows), "passed": passed,
+        "scenarios": len(rows),
+        "passed": passed,
         "pass_rate": round(passed / len(rows), 4) if rows else 0.0,
-        "tokens": sum(r.tokens for r in rows), "cost": round(sum(r.cost for r in rows), 6),
+        "tokens": sum(r.tokens for r in rows),
+        "cost": round(sum(r.cost for r in rows), 6),
         "seconds": round(sum(r.seconds for r in rows), 1),
         "results": [asdict(r) for r in rows],
     }
@@ -144,11 +161,13 @@ def compare_reports(current: Mapping[str, Any], previous: Mapping[str, Any]) -> 
         if old["passed"] and not row["passed"]:
             broke.append(row["scenario"])
     return {
-        "previous_model": previous.get("model"), "previous_created": previous.get("created"),
+        "previous_model": previous.get("model"),
+        "previous_created": previous.get("created"),
         "pass_rate": [previous.get("pass_rate", 0.0), current.get("pass_rate", 0.0)],
         "tokens": [previous.get("tokens", 0), current.get("tokens", 0)],
         "cost": [previous.get("cost", 0.0), current.get("cost", 0.0)],
-        "now_passing": fixed, "now_failing": broke,
+        "now_passing": fixed,
+        "now_failing": broke,
     }
 
 
@@ -169,10 +188,13 @@ def markdown_report(report: Mapping[str, Any], comparison: Mapping[str, Any] | N
             f"| {r['scenario']} | {r['category']} | {'yes' if r['passed'] else 'no'} | "
             f"{'found' if v['root_cause_found'] else 'missed'} | {r['evidence_seen']}/{r['evidence_total']} | "
             f"{'; '.join(r['grounding']) or 'yes'} | {r['tokens']} | {r['cost']:.4f} | {r['seconds']:.0f} | "
-            f"{judged.replace('|', '/')[:120]} |")
+            f"{judged.replace('|', '/')[:120]} |"
+        )
     if comparison:
         lines += [
-            "", f"## Compared with {comparison['previous_model']} ({comparison['previous_created']})", "",
+            "",
+            f"## Compared with {comparison['previous_model']} ({comparison['previous_created']})",
+            "",
             f"- pass rate: {100 * comparison['pass_rate'][0]:.0f}% → {100 * comparison['pass_rate'][1]:.0f}%",
             f"- tokens: {comparison['tokens'][0]} → {comparison['tokens'][1]}",
             f"- cost: ${comparison['cost'][0]:.4f} → ${comparison['cost'][1]:.4f}",

@@ -89,8 +89,9 @@ def recorded_prometheus(series: RecordedSeries) -> Iterator[str]:
         with PrometheusServer([f"127.0.0.1:{server.server_address[1]}"]) as prometheus:
 
             def scraped_twice() -> bool:
-                answer = httpx.get(f"{prometheus.url}/api/v1/query",
-                                   params={"query": 'count_over_time(up{job="lestrade-test"}[1m])'}).json()
+                answer = httpx.get(
+                    f"{prometheus.url}/api/v1/query", params={"query": 'count_over_time(up{job="lestrade-test"}[1m])'}
+                ).json()
                 result = answer["data"]["result"]
                 return bool(result) and float(result[0]["value"][1]) >= 2
 

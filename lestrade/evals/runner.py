@@ -84,8 +84,9 @@ class RunResult:
 class OperatorThread:
     """The product's operator (`run_operator`, product tools) in a thread, watching one namespace."""
 
-    def __init__(self, api_client_factory: Callable[[], k8s.ApiClient], settings: OperatorSettings,
-                 models: ModelList) -> None:
+    def __init__(
+        self, api_client_factory: Callable[[], k8s.ApiClient], settings: OperatorSettings, models: ModelList
+    ) -> None:
         self._factory = api_client_factory
         self.settings = settings
         self.models = models
@@ -97,9 +98,17 @@ class OperatorThread:
     def _main(self) -> None:
         client = self._factory()
         try:
-            asyncio.run(run_operator(self.settings, namespaces=[EVAL_NAMESPACE], standalone=True,
-                                     models=self.models, api_client=client, stop_flag=self._stop,
-                                     ready_flag=self._ready))
+            asyncio.run(
+                run_operator(
+                    self.settings,
+                    namespaces=[EVAL_NAMESPACE],
+                    standalone=True,
+                    models=self.models,
+                    api_client=client,
+                    stop_flag=self._stop,
+                    ready_flag=self._ready,
+                )
+            )
         except BaseException as exc:  # reported by stop()
             self.error = exc
         finally:
@@ -121,8 +130,12 @@ class OperatorThread:
 
 def operator_settings(env: Environment, tools_account: str) -> OperatorSettings:
     return OperatorSettings.from_env(
-        {}, tools_service_account=tools_account, prometheus_url=env.prometheus_url,
-        status_interval=0.2, job_namespace=EVAL_NAMESPACE, lease_namespace=EVAL_NAMESPACE,
+        {},
+        tools_service_account=tools_account,
+        prometheus_url=env.prometheus_url,
+        status_interval=0.2,
+        job_namespace=EVAL_NAMESPACE,
+        lease_namespace=EVAL_NAMESPACE,
         spend_ledger_namespace=EVAL_NAMESPACE,
     )
 
@@ -201,8 +214,12 @@ async def wait_for_evidence(registry: ToolRegistry, scenario: Scenario, stager: 
 
 def investigation_body(scenario: Scenario, model: str, *, max_steps: int) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "title": scenario.title, "source": "kubernetes", "model": model,
-        "enableToolApproval": False, "maxSteps": max_steps, "timeout": "10m",
+        "title": scenario.title,
+        "source": "kubernetes",
+        "model": model,
+        "enableToolApproval": False,
+        "maxSteps": max_steps,
+        "timeout": "10m",
     }
     for key in ("description", "question"):
         if getattr(scenario, key):
@@ -211,10 +228,16 @@ def investigation_body(scenario: Scenario, model: str, *, max_steps: int) -> dic
         spec["subject"] = scenario.subject
     if scenario.context:
         spec["context"] = scenario.context
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
-            "metadata": {"name": scenario.name, "namespace": EVAL_NAMESPACE,
-                         "labels": {"lestrade.dev/eval": scenario.name}},
-            "spec": spec}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Investigation",
+        "metadata": {
+            "name": scenario.name,
+            "namespace": EVAL_NAMESPACE,
+            "labels": {"lestrade.dev/eval": scenario.name},
+        },
+        "spec": spec,
+    }
 
 
 async def _finished(custom: k8s.CustomObjectsApi, name: str, timeout: float) -> dict[str, Any]:
@@ -296,7 +319,9 @@ async def _delete_investigation(custom: k8s.CustomObjectsApi, name: str) -> None
     async def gone() -> None:
         while True:
             try:
-                await asyncio.to_thread(custom.get_namespaced_custom_object, GROUP, VERSION, EVAL_NAMESPACE, PLURAL, name)
+                await asyncio.to_thread(
+                    custom.get_namespaced_custom_object, GROUP, VERSION, EVAL_NAMESPACE, PLURAL, name
+                )
             except k8s.ApiException as exc:
                 if exc.status == 404:
                     return
@@ -329,15 +354,19 @@ async def run_scripted(env: Environment, server: ScriptedModelServer, scenarios:
     names = {s.name: f"eval-{s.name}-{run_id}" for s in scenarios}
     for scenario in scenarios:
         server.add_scenario(script_for(scenario, names[scenario.name]))
-    models = ModelList({n: ModelConfig(n, server.litellm_params(n)) for n in names.values()},
-                       next(iter(names.values()), None))
-    results = await run_investigations(env, scenarios, models, lambda s: names[s.name],
-                                       max_steps=lambda s: len(s.plan) + 2)
+    models = ModelList(
+        {n: ModelConfig(n, server.litellm_params(n)) for n in names.values()}, next(iter(names.values()), None)
+    )
+    results = await run_investigations(
+        env, scenarios, models, lambda s: names[s.name], max_steps=lambda s: len(s.plan) + 2
+    )
     recalls = []
     for result in results:
         status = result.status
         recall = measure(
-            result.scenario, server.requests(names[result.scenario.name]), result.traces,
+            result.scenario,
+            server.requests(names[result.scenario.name]),
+            result.traces,
             sections=status.get("sections") or {},
             call_ids=[c.get("id") for c in status.get("toolCalls") or []],
             tokens=int((status.get("usage") or {}).get("totalTokens") or 0),
@@ -356,13 +385,22 @@ def _transcript(api_client: k8s.ApiClient, obj: dict[str, Any]) -> list[dict[str
     uid = (obj.get("metadata") or {}).get("uid")
     if not uid:
         return []
-    found = k8s.CoreV1Api(api_client).list_namespaced_config_map(EVAL_NAMESPACE, label_selector=f"{TRANSCRIPT_LABEL}={uid}")
+    found = k8s.CoreV1Api(api_client).list_namespaced_config_map(
+        EVAL_NAMESPACE, label_selector=f"{TRANSCRIPT_LABEL}={uid}"
+    )
     items = sorted(found.items, key=lambda cm: int(cm.metadata.labels[CHUNK_LABEL]))
     return list(decode_chunks([cm.data or {} for cm in items]).messages)
 
 
-async def run_model(env: Environment, scenarios: Sequence[Scenario], models: ModelList, model: str,
-                    judge_model: str, *, max_steps: int = 20) -> dict[str, Any]:
+async def run_model(
+    env: Environment,
+    scenarios: Sequence[Scenario],
+    models: ModelList,
+    model: str,
+    judge_model: str,
+    *,
+    max_steps: int = 20,
+) -> dict[str, Any]:
     """Model mode: each scenario investigated freely by `model`, judged by `judge_model`."""
     from lestrade.evals.judge import ScenarioReport, build_report, evidence_seen, grounding_problems, judge
 
@@ -376,13 +414,20 @@ async def run_model(env: Environment, scenarios: Sequence[Scenario], models: Mod
         messages = await asyncio.to_thread(_transcript, env.api_client, result.investigation)
         usage = status.get("usage") or {}
         call_ids = [c.get("id") for c in status.get("toolCalls") or []]
-        rows.append(ScenarioReport(
-            scenario=result.scenario.name, category=result.scenario.category,
-            passed=verdict.error is None and verdict.root_cause_found, verdict=verdict,
-            phase=status.get("phase") or "NotRun", seconds=round(result.seconds, 1),
-            tokens=int(usage.get("totalTokens") or 0), cost=float(usage.get("cost") or 0.0),
-            tool_calls=int(status.get("toolCallCount") or len(call_ids)),
-            evidence_seen=evidence_seen(result.scenario, messages), evidence_total=len(result.scenario.evidence),
-            grounding=grounding_problems(status.get("sections") or {}, call_ids) if answer else ["no answer"],
-        ))
+        rows.append(
+            ScenarioReport(
+                scenario=result.scenario.name,
+                category=result.scenario.category,
+                passed=verdict.error is None and verdict.root_cause_found,
+                verdict=verdict,
+                phase=status.get("phase") or "NotRun",
+                seconds=round(result.seconds, 1),
+                tokens=int(usage.get("totalTokens") or 0),
+                cost=float(usage.get("cost") or 0.0),
+                tool_calls=int(status.get("toolCallCount") or len(call_ids)),
+                evidence_seen=evidence_seen(result.scenario, messages),
+                evidence_total=len(result.scenario.evidence),
+                grounding=grounding_problems(status.get("sections") or {}, call_ids) if answer else ["no answer"],
+            )
+        )
     return build_report(model, judge_model, rows)

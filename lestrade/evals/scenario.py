@@ -146,7 +146,8 @@ class Scenario(_Strict):
     events: list[EventSpec] = Field(default_factory=list)
     metrics: list[MetricSpec] = Field(default_factory=list)
     cluster_objects: list[dict[str, Any]] = Field(
-        default_factory=list, description="cluster-scoped objects (nodes, storage classes); removed afterwards")
+        default_factory=list, description="cluster-scoped objects (nodes, storage classes); removed afterwards"
+    )
     namespace_labels: dict[str, str] = Field(default_factory=dict, description="labels of the scenario's namespace")
     tolerate_kwok: bool = Field(default=True, description="add the toleration simulated nodes need to every pod")
     ready_timeout: float = Field(default=90, description="seconds to wait until the plan's raw outputs hold the facts")

@@ -45,5 +45,10 @@ def script_for(scenario: Scenario, name: str) -> Script:
         for turn in scenario.plan
     ]
     steps.append(Step(content=_escape(scripted_answer(scenario))))
-    return Script(name=name, description=f"reference plan of {scenario.name}", steps=steps,
-                  step_counting="conversation", after_last="repeat")
+    return Script(
+        name=name,
+        description=f"reference plan of {scenario.name}",
+        steps=steps,
+        step_counting="conversation",
+        after_last="repeat",
+    )

@@ -106,19 +106,32 @@ class Stager:
                 generation = current["metadata"].get("generation")
                 return generation is None or (current.get("status") or {}).get("observedGeneration", 0) >= generation
 
-            wait_until(f"the controller of {doc['kind']} {name} to act on its first version", observed,
-                       timeout=60, interval=0.5)
-            created = res.patch(body=doc, name=name, namespace=ns, content_type="application/merge-patch+json").to_dict()
+            wait_until(
+                f"the controller of {doc['kind']} {name} to act on its first version",
+                observed,
+                timeout=60,
+                interval=0.5,
+            )
+            created = res.patch(
+                body=doc, name=name, namespace=ns, content_type="application/merge-patch+json"
+            ).to_dict()
         if status:  # a merge patch: a controller (KWOK for nodes) may have written status since
-            res.status.patch(body={"status": status}, name=doc["metadata"]["name"], namespace=ns,
-                             content_type="application/merge-patch+json")
+            res.status.patch(
+                body={"status": status},
+                name=doc["metadata"]["name"],
+                namespace=ns,
+                content_type="application/merge-patch+json",
+            )
         return created
 
     def stage(self, scenario: Scenario) -> None:
         """Creates the namespace, the objects, logs, Events (blocking; run it in a thread)."""
         ns = scenario.namespace
-        self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(
-            name=ns, labels={**scenario.namespace_labels, EVAL_LABEL: "true"})))
+        self.core.create_namespace(
+            k8s.V1Namespace(
+                metadata=k8s.V1ObjectMeta(name=ns, labels={**scenario.namespace_labels, EVAL_LABEL: "true"})
+            )
+        )
         for raw in scenario.cluster_objects:
             doc, status = prepare(raw, scenario)
             self._replace_cluster_object(doc, status)
@@ -132,8 +145,9 @@ class Stager:
             with ThreadPoolExecutor(4) as pool:
                 created = list(pool.map(lambda e: self.core.create_namespaced_event(e.metadata.namespace, e), events))
             # a node's Events live in `default` (as the kubelet posts them): removed by unstage
-            self._cluster_events[ns] = [(e.metadata.namespace, e.metadata.name) for e in created
-                                        if e.metadata.namespace != ns]
+            self._cluster_events[ns] = [
+                (e.metadata.namespace, e.metadata.name) for e in created if e.metadata.namespace != ns
+            ]
 
     def _replace_cluster_object(self, doc: dict[str, Any], status: dict[str, Any] | None) -> None:
         res = self._resource(doc)
@@ -165,15 +179,24 @@ class Stager:
         (`lestrade.dev/simulate` stays: it keeps KWOK's own stages off the pod)."""
 
         def simulated() -> list[k8s.V1Pod]:
-            return [p for p in self.core.list_namespaced_pod(namespace).items
-                    if SIMULATE_ANNOTATION in (p.metadata.annotations or {})]
+            return [
+                p
+                for p in self.core.list_namespaced_pod(namespace).items
+                if SIMULATE_ANNOTATION in (p.metadata.annotations or {})
+            ]
 
-        wait_until(f"simulated pods of {namespace} to get their status",
-                   lambda: all(p.status.pod_ip for p in simulated()), timeout=60, interval=0.5)
+        wait_until(
+            f"simulated pods of {namespace} to get their status",
+            lambda: all(p.status.pod_ip for p in simulated()),
+            timeout=60,
+            interval=0.5,
+        )
         for pod in simulated():
-            patch = [{"op": "remove", "path": "/metadata/annotations/" + key.replace("/", "~1")}
-                     for key in pod.metadata.annotations or {}
-                     if key.startswith("lestrade.dev/") and key != SIMULATE_ANNOTATION]
+            patch = [
+                {"op": "remove", "path": "/metadata/annotations/" + key.replace("/", "~1")}
+                for key in pod.metadata.annotations or {}
+                if key.startswith("lestrade.dev/") and key != SIMULATE_ANNOTATION
+            ]
             if patch:
                 self.core.patch_namespaced_pod(pod.metadata.name, namespace, patch)
 
@@ -193,8 +216,12 @@ class Stager:
 
     def _create_logs(self, namespace: str, pod: str, entry: dict[str, Any]) -> None:
         custom = k8s.CustomObjectsApi(self.api_client)
-        body = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-                "metadata": {"name": pod, "namespace": namespace}, "spec": {"logs": [entry]}}
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": pod, "namespace": namespace},
+            "spec": {"logs": [entry]},
+        }
         try:
             custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", body)
         except k8s.ApiException as exc:
@@ -210,19 +237,31 @@ class Stager:
         doc = {"apiVersion": _API_VERSIONS.get(kind.lower(), "v1"), "kind": _KINDS.get(kind.lower(), kind)}
         res = self._resource(doc)
         obj = res.get(name=name, namespace=namespace if res.namespaced else None).to_dict()
-        ref = k8s.V1ObjectReference(kind=doc["kind"], name=name, namespace=obj["metadata"].get("namespace"),
-                                    uid=obj["metadata"]["uid"], api_version=doc["apiVersion"])
+        ref = k8s.V1ObjectReference(
+            kind=doc["kind"],
+            name=name,
+            namespace=obj["metadata"].get("namespace"),
+            uid=obj["metadata"]["uid"],
+            api_version=doc["apiVersion"],
+        )
         where = namespace if res.namespaced else "default"
         now = datetime.now(UTC)
         events = []
         for n in range(1, spec.repeat + 1):
             last = now - timedelta(minutes=spec.age_minutes, seconds=spec.repeat - n)
-            events.append(k8s.CoreV1Event(
-                metadata=k8s.V1ObjectMeta(generate_name=f"{name}.", namespace=where),
-                involved_object=ref, reason=spec.reason, message=spec.message.replace("{n}", str(n)),
-                type=spec.type, count=spec.count, first_timestamp=last - timedelta(minutes=5 * (spec.count > 1)),
-                last_timestamp=last, source=k8s.V1EventSource(component=spec.component),
-            ))
+            events.append(
+                k8s.CoreV1Event(
+                    metadata=k8s.V1ObjectMeta(generate_name=f"{name}.", namespace=where),
+                    involved_object=ref,
+                    reason=spec.reason,
+                    message=spec.message.replace("{n}", str(n)),
+                    type=spec.type,
+                    count=spec.count,
+                    first_timestamp=last - timedelta(minutes=5 * (spec.count > 1)),
+                    last_timestamp=last,
+                    source=k8s.V1EventSource(component=spec.component),
+                )
+            )
         return events
 
     def unstage(self, scenario: Scenario) -> None:
@@ -245,11 +284,34 @@ class Stager:
                     raise
 
 
-_KINDS = {"pod": "Pod", "deployment": "Deployment", "deploy": "Deployment", "node": "Node", "service": "Service",
-          "svc": "Service", "replicaset": "ReplicaSet", "statefulset": "StatefulSet", "pvc": "PersistentVolumeClaim",
-          "persistentvolumeclaim": "PersistentVolumeClaim", "hpa": "HorizontalPodAutoscaler",
-          "horizontalpodautoscaler": "HorizontalPodAutoscaler", "job": "Job", "cronjob": "CronJob",
-          "ingress": "Ingress", "daemonset": "DaemonSet", "configmap": "ConfigMap"}
-_API_VERSIONS = {"deployment": "apps/v1", "deploy": "apps/v1", "replicaset": "apps/v1", "statefulset": "apps/v1",
-                 "daemonset": "apps/v1", "hpa": "autoscaling/v2", "horizontalpodautoscaler": "autoscaling/v2",
-                 "job": "batch/v1", "cronjob": "batch/v1", "ingress": "networking.k8s.io/v1"}
+_KINDS = {
+    "pod": "Pod",
+    "deployment": "Deployment",
+    "deploy": "Deployment",
+    "node": "Node",
+    "service": "Service",
+    "svc": "Service",
+    "replicaset": "ReplicaSet",
+    "statefulset": "StatefulSet",
+    "pvc": "PersistentVolumeClaim",
+    "persistentvolumeclaim": "PersistentVolumeClaim",
+    "hpa": "HorizontalPodAutoscaler",
+    "horizontalpodautoscaler": "HorizontalPodAutoscaler",
+    "job": "Job",
+    "cronjob": "CronJob",
+    "ingress": "Ingress",
+    "daemonset": "DaemonSet",
+    "configmap": "ConfigMap",
+}
+_API_VERSIONS = {
+    "deployment": "apps/v1",
+    "deploy": "apps/v1",
+    "replicaset": "apps/v1",
+    "statefulset": "apps/v1",
+    "daemonset": "apps/v1",
+    "hpa": "autoscaling/v2",
+    "horizontalpodautoscaler": "autoscaling/v2",
+    "job": "batch/v1",
+    "cronjob": "batch/v1",
+    "ingress": "networking.k8s.io/v1",
+}

@@ -33,12 +33,18 @@ def recall_table(recalls: Sequence[Recall]) -> str:
         missing = [f.fact.label for f in r.facts if not f.reached]
         if missing:
             problems.append("missing " + "; ".join(f"{m[:40]!r}" for m in missing))
-        rows.append([r.scenario, f"{r.reached}/{len(r.facts)}", str(r.tokens),
-                     *(str(losses.get(k, 0) or "-") for k in LOSS_KINDS),
-                     f"{r.staging_seconds:.0f}s", f"{r.seconds:.0f}s",
-                     "ok" if r.covered else "FAIL " + " | ".join(problems)])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(headers[:-1])]
+        rows.append(
+            [
+                r.scenario,
+                f"{r.reached}/{len(r.facts)}",
+                str(r.tokens),
+                *(str(losses.get(k, 0) or "-") for k in LOSS_KINDS),
+                f"{r.staging_seconds:.0f}s",
+                f"{r.seconds:.0f}s",
+                "ok" if r.covered else "FAIL " + " | ".join(problems),
+            ]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers[:-1])]
     lines = []
     for row in [headers, *rows]:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1])

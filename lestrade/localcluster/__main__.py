@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lestrade.localcluster")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
-    build.add_argument("components", nargs="*",
-                       help=f"components or binaries (default: what `make run` starts: {', '.join(RUN_COMPONENTS)})")
+    build.add_argument(
+        "components",
+        nargs="*",
+        help=f"components or binaries (default: what `make run` starts: {', '.join(RUN_COMPONENTS)})",
+    )
     build.add_argument("--all", action="store_true", help=f"every pinned component: {', '.join(ALL_COMPONENTS)}")
     up = sub.add_parser("up", help="run a local control plane until Ctrl-C")
     up.add_argument("--kubeconfig", type=Path, default=Path(".lestrade/kubeconfig"))

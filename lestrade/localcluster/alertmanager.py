@@ -66,13 +66,17 @@ class AlertmanagerServer:
                     f"--web.listen-address=127.0.0.1:{port}",
                     "--cluster.listen-address=",  # no gossip: a single local instance
                 ],
-                cwd=work, stdout=log, stderr=subprocess.STDOUT,
+                cwd=work,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + self.ready_timeout
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
-                    raise RuntimeError(f"Alertmanager exited with {self._proc.returncode}: {log_path.read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"Alertmanager exited with {self._proc.returncode}: {log_path.read_text()[-2000:]}"
+                    )
                 try:
                     if client.get(f"{self.url}/-/ready").status_code == 200:
                         return self

@@ -28,8 +28,16 @@ from pathlib import Path
 from lestrade.localcluster.versions import COLD_BUILD_SECONDS, COMPONENTS, RUN_COMPONENTS, Component
 
 __all__ = [
-    "BuildError", "cache_root", "binary_path", "build_only", "build_plan", "ensure_binaries",
-    "ensure_component", "missing_components", "component_names", "ALL_COMPONENTS",
+    "BuildError",
+    "cache_root",
+    "binary_path",
+    "build_only",
+    "build_plan",
+    "ensure_binaries",
+    "ensure_component",
+    "missing_components",
+    "component_names",
+    "ALL_COMPONENTS",
 ]
 
 # Components with a build of their own rather than a plain `go build` of a module's packages:
@@ -130,8 +138,10 @@ def build_plan(names: list[str]) -> str:
     estimate = sum(seconds) if jobs == 1 else max(max(seconds), 0.8 * sum(seconds))
     what = ", ".join(f"{n} (~{_minutes(COLD_BUILD_SECONDS.get(n, 120))})" for n in missing)
     together = f"{jobs} at a time" if jobs > 1 else "one at a time"
-    return (f"lestrade: building {what} from Go modules, {together}: about {_minutes(estimate)} "
-            f"on a 2-core machine with empty Go caches (first run only; cached in {cache_root()})")
+    return (
+        f"lestrade: building {what} from Go modules, {together}: about {_minutes(estimate)} "
+        f"on a 2-core machine with empty Go caches (first run only; cached in {cache_root()})"
+    )
 
 
 def _go() -> str:
@@ -179,11 +189,23 @@ class _Workspace:
 
 def _staging_replacements(go: str, ws: _Workspace, component: Component, env: dict[str, str]) -> list[str]:
     """`k8s.io/<staging> => k8s.io/<staging> v0.X.Y` lines for k8s.io/kubernetes."""
-    ws.run(go, "mod", "download", "-json", f"{component.module}@{component.module_version}", env=env,
-           step=f"downloading {component.module}")
+    ws.run(
+        go,
+        "mod",
+        "download",
+        "-json",
+        f"{component.module}@{component.module_version}",
+        env=env,
+        step=f"downloading {component.module}",
+    )
     modfile = (
         Path(env.get("GOMODCACHE") or _go_env(go, "GOMODCACHE"))
-        / "cache" / "download" / "k8s.io" / "kubernetes" / "@v" / f"{component.module_version}.mod"
+        / "cache"
+        / "download"
+        / "k8s.io"
+        / "kubernetes"
+        / "@v"
+        / f"{component.module_version}.mod"
     )
     staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", modfile.read_text(), re.M)
     if not staging:
@@ -195,7 +217,10 @@ def _staging_replacements(go: str, ws: _Workspace, component: Component, env: di
 def _go_list_dir(go: str, ws: _Workspace, module: str, env: dict[str, str]) -> str:
     proc = subprocess.run(
         [go, "list", "-m", "-f", "{{.Dir}}", module],
-        cwd=ws.path, env=env, capture_output=True, text=True,
+        cwd=ws.path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise BuildError(f"cannot locate the source of {module}: {proc.stderr.strip()}")
@@ -222,9 +247,7 @@ def _build(component: Component, target: Path, progress: Progress = _silent) -> 
     ws = _Workspace(work, target.parent / f"{component.name}-{component.version}.build.log", progress)
     ws.log.write_text(f"building {component.name} {component.version} in {work}\n")
     env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0", "GOWORK": "off"}
-    replaces = (
-        _staging_replacements(go, ws, component, env) if component.staging_replaces else []
-    )
+    replaces = _staging_replacements(go, ws, component, env) if component.staging_replaces else []
     gomod = [f"module lestrade.local/build/{component.name}", "", "go 1.25.0", ""]
     gomod.append(f"require {component.module} {component.module_version}")
     if replaces:
@@ -238,9 +261,18 @@ def _build(component: Component, target: Path, progress: Progress = _silent) -> 
     staging.mkdir()
     for index, (binary, package) in enumerate(component.packages.items(), 1):
         ldflags = ["-s", "-w", *(f"-X {k}={v}" for k, v in component.ldflags.items())]
-        ws.run(go, "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o",
-               str(staging / binary), package, env=env,
-               step=f"compiling {binary} ({index}/{len(component.packages)})")
+        ws.run(
+            go,
+            "build",
+            "-trimpath",
+            "-ldflags",
+            " ".join(ldflags),
+            "-o",
+            str(staging / binary),
+            package,
+            env=env,
+            step=f"compiling {binary} ({index}/{len(component.packages)})",
+        )
     if component.assets:
         source = Path(_go_list_dir(go, ws, component.module, env))
         for relative, name in component.assets.items():
@@ -297,8 +329,7 @@ def _announced(name: str, quiet: bool, build: Callable[[Progress], object]) -> o
     def progress(step: str) -> None:
         print(f"lestrade: [{_minutes(time.monotonic() - started):>6}] {name}: {step}", flush=True)
 
-    progress(f"building (about {_minutes(COLD_BUILD_SECONDS.get(name, 120))} cold; "
-             f"log in {cache_root()})")
+    progress(f"building (about {_minutes(COLD_BUILD_SECONDS.get(name, 120))} cold; log in {cache_root()})")
     result = build(progress)
     print(f"lestrade: built {name} in {_minutes(time.monotonic() - started)}", flush=True)
     return result

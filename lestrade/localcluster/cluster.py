@@ -99,12 +99,19 @@ class LocalCluster(ServiceAccountTokens):
         server = f"https://127.0.0.1:{api_port}"
         admin_kubeconfig = write_kubeconfig(
             kubeconfig or data_dir / "admin.kubeconfig",
-            server=server, ca_file=pki.ca.cert, user="lestrade-admin",
-            client_cert=pki.admin.cert, client_key=pki.admin.key,
+            server=server,
+            ca_file=pki.ca.cert,
+            user="lestrade-admin",
+            client_cert=pki.admin.cert,
+            client_key=pki.admin.key,
         )
         cluster = cls(
-            data_dir=data_dir, kubeconfig=admin_kubeconfig, server=server, ca_file=pki.ca.cert,
-            nodes=[f"kwok-node-{i}" for i in range(nodes)], owns_data_dir=owns,
+            data_dir=data_dir,
+            kubeconfig=admin_kubeconfig,
+            server=server,
+            ca_file=pki.ca.cert,
+            nodes=[f"kwok-node-{i}" for i in range(nodes)],
+            owns_data_dir=owns,
         )
         try:
             cluster._start_etcd_and_apiserver(bins, pki, logs, api_port, timeout)
@@ -118,105 +125,133 @@ class LocalCluster(ServiceAccountTokens):
         self, bins: dict[str, Path], pki: ClusterPKI, logs: Path, api_port: int, timeout: float
     ) -> None:
         etcd_port, peer_port = free_port(), free_port()
-        etcd = ManagedProcess("etcd", [
-            str(bins["etcd"]),
-            f"--data-dir={self.data_dir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync",  # a throwaway cluster: durability is not worth the latency
-            "--log-level=warn",
-        ], logs / "etcd.log").start()
+        etcd = ManagedProcess(
+            "etcd",
+            [
+                str(bins["etcd"]),
+                f"--data-dir={self.data_dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",  # a throwaway cluster: durability is not worth the latency
+                "--log-level=warn",
+            ],
+            logs / "etcd.log",
+        ).start()
         self.processes.append(etcd)
-        wait_until("etcd", lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"),
-                   timeout, watch=[etcd])
+        wait_until("etcd", lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"), timeout, watch=[etcd])
 
-        apiserver = ManagedProcess("kube-apiserver", [
-            str(bins["kube-apiserver"]),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={self.data_dir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki.apiserver.cert}",
-            f"--tls-private-key-file={pki.apiserver.key}",
-            f"--client-ca-file={pki.ca.cert}",
-            "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki.sa_pub}",
-            f"--service-account-signing-key-file={pki.sa_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--kubelet-client-certificate={pki.kubelet_client.cert}",
-            f"--kubelet-client-key={pki.kubelet_client.key}",
-            "--kubelet-preferred-address-types=InternalIP",
-            "--allow-privileged=true",
-            "--profiling=false",
-            # MutatingAdmissionPolicy (beta in 1.35, off by default) records who created each
-            # Investigation/Conversation (lestrade.operator.admission.requester).
-            "--feature-gates=MutatingAdmissionPolicy=true",
-            "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
-            "--v=0",
-        ], logs / "kube-apiserver.log").start()
+        apiserver = ManagedProcess(
+            "kube-apiserver",
+            [
+                str(bins["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={self.data_dir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.apiserver.cert}",
+                f"--tls-private-key-file={pki.apiserver.key}",
+                f"--client-ca-file={pki.ca.cert}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--kubelet-client-certificate={pki.kubelet_client.cert}",
+                f"--kubelet-client-key={pki.kubelet_client.key}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--allow-privileged=true",
+                "--profiling=false",
+                # MutatingAdmissionPolicy (beta in 1.35, off by default) records who created each
+                # Investigation/Conversation (lestrade.operator.admission.requester).
+                "--feature-gates=MutatingAdmissionPolicy=true",
+                "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+                "--v=0",
+            ],
+            logs / "kube-apiserver.log",
+        ).start()
         self.processes.append(apiserver)
-        wait_until("kube-apiserver /readyz", lambda: _https_ok(f"{self.server}/readyz", pki),
-                   timeout, watch=[etcd, apiserver])
+        wait_until(
+            "kube-apiserver /readyz", lambda: _https_ok(f"{self.server}/readyz", pki), timeout, watch=[etcd, apiserver]
+        )
 
     def _component_kubeconfig(self, pki: ClusterPKI, name: str, pair_name: str) -> Path:
         pair = getattr(pki, pair_name)
         return write_kubeconfig(
-            self.data_dir / f"{name}.kubeconfig", server=self.server, ca_file=pki.ca.cert,
-            user=name, client_cert=pair.cert, client_key=pair.key,
+            self.data_dir / f"{name}.kubeconfig",
+            server=self.server,
+            ca_file=pki.ca.cert,
+            user=name,
+            client_cert=pair.cert,
+            client_key=pair.key,
         )
 
-    def _start_controllers(
-        self, bins: dict[str, Path], pki: ClusterPKI, logs: Path, timeout: float
-    ) -> None:
+    def _start_controllers(self, bins: dict[str, Path], pki: ClusterPKI, logs: Path, timeout: float) -> None:
         cm_config = self._component_kubeconfig(pki, "kube-controller-manager", "controller_manager")
-        self.processes.append(ManagedProcess("kube-controller-manager", [
-            str(bins["kube-controller-manager"]),
-            f"--kubeconfig={cm_config}",
-            f"--service-account-private-key-file={pki.sa_key}",
-            f"--root-ca-file={pki.ca.cert}",
-            "--use-service-account-credentials=true",
-            f"--cluster-signing-cert-file={pki.ca.cert}",
-            f"--cluster-signing-key-file={pki.ca.key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--leader-elect=false",
-            "--secure-port=0",
-            # No metrics API here, so the HPA controller could only overwrite every HPA's status
-            # with "failed to get metrics"; the evaluation scenarios record HPA status themselves.
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,"
-            "-horizontalpodautoscaling",
-        ], logs / "kube-controller-manager.log").start())
+        self.processes.append(
+            ManagedProcess(
+                "kube-controller-manager",
+                [
+                    str(bins["kube-controller-manager"]),
+                    f"--kubeconfig={cm_config}",
+                    f"--service-account-private-key-file={pki.sa_key}",
+                    f"--root-ca-file={pki.ca.cert}",
+                    "--use-service-account-credentials=true",
+                    f"--cluster-signing-cert-file={pki.ca.cert}",
+                    f"--cluster-signing-key-file={pki.ca.key}",
+                    f"--service-cluster-ip-range={SERVICE_CIDR}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    # No metrics API here, so the HPA controller could only overwrite every HPA's status
+                    # with "failed to get metrics"; the evaluation scenarios record HPA status themselves.
+                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,"
+                    "-horizontalpodautoscaling",
+                ],
+                logs / "kube-controller-manager.log",
+            ).start()
+        )
 
         sched_config = self._component_kubeconfig(pki, "kube-scheduler", "scheduler")
-        self.processes.append(ManagedProcess("kube-scheduler", [
-            str(bins["kube-scheduler"]),
-            f"--kubeconfig={sched_config}",
-            "--leader-elect=false",
-            "--secure-port=0",
-        ], logs / "kube-scheduler.log").start())
+        self.processes.append(
+            ManagedProcess(
+                "kube-scheduler",
+                [
+                    str(bins["kube-scheduler"]),
+                    f"--kubeconfig={sched_config}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                ],
+                logs / "kube-scheduler.log",
+            ).start()
+        )
 
         kwok_dir = bins["kwok"].parent
         self._kubectl_apply(bins, [kwok_dir / "crds" / "logs.yaml", kwok_dir / "crds" / "clusterlogs.yaml"])
         kwok_config = self._write_kwok_config(kwok_dir)
         kwok_port = free_port()
-        self.processes.append(ManagedProcess("kwok", [
-            str(bins["kwok"]),
-            f"--kubeconfig={self._component_kubeconfig(pki, 'kwok', 'kwok')}",
-            f"--config={kwok_config}",
-            "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            "--node-ip=127.0.0.1",
-            f"--node-port={kwok_port}",
-            f"--server-address=127.0.0.1:{kwok_port}",
-            f"--tls-cert-file={pki.kwok.cert}",
-            f"--tls-private-key-file={pki.kwok.key}",
-            f"--cidr={POD_CIDR}",
-            "--enable-crds=Logs,ClusterLogs",
-        ], logs / "kwok.log").start())
+        self.processes.append(
+            ManagedProcess(
+                "kwok",
+                [
+                    str(bins["kwok"]),
+                    f"--kubeconfig={self._component_kubeconfig(pki, 'kwok', 'kwok')}",
+                    f"--config={kwok_config}",
+                    "--manage-all-nodes=false",
+                    f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                    "--node-ip=127.0.0.1",
+                    f"--node-port={kwok_port}",
+                    f"--server-address=127.0.0.1:{kwok_port}",
+                    f"--tls-cert-file={pki.kwok.cert}",
+                    f"--tls-private-key-file={pki.kwok.key}",
+                    f"--cidr={POD_CIDR}",
+                    "--enable-crds=Logs,ClusterLogs",
+                ],
+                logs / "kwok.log",
+            ).start()
+        )
 
         self._kubectl_apply(bins, [self._write_nodes()])
         client = self.api_client()
@@ -236,27 +271,31 @@ class LocalCluster(ServiceAccountTokens):
                 return set(self.nodes) <= ready
 
             def default_service_account() -> bool:
-                return any(sa.metadata.name == "default"
-                           for sa in core.list_namespaced_service_account("default").items)
+                return any(
+                    sa.metadata.name == "default" for sa in core.list_namespaced_service_account("default").items
+                )
 
             wait_until("KWOK nodes Ready", nodes_ready, timeout, watch=self.processes)
-            wait_until("the default ServiceAccount (controller-manager)", default_service_account,
-                       timeout, watch=self.processes)
+            wait_until(
+                "the default ServiceAccount (controller-manager)",
+                default_service_account,
+                timeout,
+                watch=self.processes,
+            )
         finally:
             client.close()
         self.log_simulator = LogSimulator(self.api_client(), self.data_dir / "simulated-logs").start()
 
     def _write_kwok_config(self, kwok_dir: Path) -> Path:
-        documents = [
-            yaml.safe_load(path.read_text()) for path in sorted((kwok_dir / "stages").glob("*.yaml"))
-        ]
+        documents = [yaml.safe_load(path.read_text()) for path in sorted((kwok_dir / "stages").glob("*.yaml"))]
         # KWOK's own stages leave alone what our stages simulate: a pod recorded as Pending
         # (ImagePullBackOff, ...) must not be moved on to Running, nor a node's recorded
         # conditions (MemoryPressure, ...) reset by the default heartbeat.
         for doc in documents:
             if (doc.get("metadata") or {}).get("name") in ("pod-ready", "node-initialize", "node-heartbeat"):
                 doc["spec"]["selector"]["matchExpressions"].append(
-                    {"key": '.metadata.annotations["lestrade.dev/simulate"]', "operator": "DoesNotExist"})
+                    {"key": '.metadata.annotations["lestrade.dev/simulate"]', "operator": "DoesNotExist"}
+                )
         ours = resources.files("lestrade.localcluster").joinpath("stages.yaml").read_text()
         documents += [doc for doc in yaml.safe_load_all(ours) if doc]
         config = self.data_dir / "kwok.yaml"

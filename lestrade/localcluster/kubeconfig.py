@@ -30,13 +30,9 @@ def write_kubeconfig(
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "lestrade-local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
-        ],
+        "clusters": [{"name": "lestrade-local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
         "users": [{"name": user, "user": credentials}],
-        "contexts": [
-            {"name": context, "context": {"cluster": "lestrade-local", "user": user, "namespace": namespace}}
-        ],
+        "contexts": [{"name": context, "context": {"cluster": "lestrade-local", "user": user, "namespace": namespace}}],
         "current-context": context,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,9 @@ def ensure_otelcol(version: str = OTELCOL_VERSION) -> Path:
         requires = "\n".join(f"\t{m} {v}" for m, v in _REQUIRES.items())
         with tempfile.TemporaryDirectory(prefix="lestrade-otelcol-build-") as tmp:
             work = Path(tmp)
-            (work / "go.mod").write_text(f"module lestrade.local/build/otelcol\n\ngo 1.24\n\nrequire (\n{requires}\n)\n")
+            (work / "go.mod").write_text(
+                f"module lestrade.local/build/otelcol\n\ngo 1.24\n\nrequire (\n{requires}\n)\n"
+            )
             (work / "main.go").write_text(MAIN_GO)
             partial = target.with_name("otelcol.partial")
             argv = [go, "build", "-mod=mod", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."]
@@ -130,8 +132,15 @@ def ensure_otelcol(version: str = OTELCOL_VERSION) -> Path:
                 log.write(f"$ {' '.join(argv)}\n")
                 log.flush()
                 try:
-                    proc = subprocess.run(argv, cwd=work, env={**os.environ, "CGO_ENABLED": "0"}, stdout=log,
-                                          stderr=subprocess.STDOUT, timeout=_BUILD_TIMEOUT_S, check=False)
+                    proc = subprocess.run(
+                        argv,
+                        cwd=work,
+                        env={**os.environ, "CGO_ENABLED": "0"},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=_BUILD_TIMEOUT_S,
+                        check=False,
+                    )
                 except subprocess.TimeoutExpired:
                     raise OtelcolBuildError(f"building the collector timed out (see {log_path})") from None
             if proc.returncode != 0:
@@ -162,14 +171,16 @@ class Collector:
         return f"http://127.0.0.1:{self.port}"
 
     def _config(self) -> str:
-        return json.dumps({
-            "receivers": {"otlp": {"protocols": {"http": {"endpoint": f"127.0.0.1:{self.port}"}}}},
-            "exporters": {"file": {"path": str(self.output), "format": "json", "flush_interval": "100ms"}},
-            "service": {
-                "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["file"]}},
-                "telemetry": {"metrics": {"level": "none"}},
-            },
-        })
+        return json.dumps(
+            {
+                "receivers": {"otlp": {"protocols": {"http": {"endpoint": f"127.0.0.1:{self.port}"}}}},
+                "exporters": {"file": {"path": str(self.output), "format": "json", "flush_interval": "100ms"}},
+                "service": {
+                    "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["file"]}},
+                    "telemetry": {"metrics": {"level": "none"}},
+                },
+            }
+        )
 
     def start(self, timeout: float = 60) -> Collector:
         binary = ensure_otelcol()

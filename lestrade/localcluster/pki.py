@@ -76,9 +76,15 @@ class _Issuer:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -131,29 +137,33 @@ def create_pki(folder: Path, service_ip: str = "10.0.0.1") -> ClusterPKI:
     sa_key_path, sa_pub_path = folder / "sa.key", folder / "sa.pub"
     _write_key(sa_key, sa_key_path)
     sa_pub_path.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return ClusterPKI(
         ca=issuer.pair,
         apiserver=issuer.issue(
             "apiserver",
             "kube-apiserver",
-            server_names=["localhost", "kubernetes", "kubernetes.default",
-                          "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
+            server_names=[
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
             server_ips=["127.0.0.1", service_ip],
         ),
         admin=issuer.issue("admin", "lestrade-admin", org="system:masters"),
         controller_manager=issuer.issue("controller-manager", "system:kube-controller-manager"),
         scheduler=issuer.issue("scheduler", "system:kube-scheduler"),
         kwok=issuer.issue(
-            "kwok", "system:kwok-controller", org="system:masters",
-            server_names=["localhost"], server_ips=["127.0.0.1"],
+            "kwok",
+            "system:kwok-controller",
+            org="system:masters",
+            server_names=["localhost"],
+            server_ips=["127.0.0.1"],
         ),
-        kubelet_client=issuer.issue(
-            "kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"
-        ),
+        kubelet_client=issuer.issue("kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"),
         sa_key=sa_key_path,
         sa_pub=sa_pub_path,
     )

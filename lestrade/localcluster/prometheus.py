@@ -58,10 +58,7 @@ def prometheus_binary_path(version: str = PROMETHEUS_VERSION) -> Path:
 def _go_module_files(version: str) -> dict[str, str]:
     return {
         "go.mod": f"module lestrade.local/build/prometheus\n\ngo 1.23\n\nrequire {PROMETHEUS_MODULE} {version}\n",
-        "tools.go": (
-            "//go:build tools\n\npackage tools\n\n"
-            f'import _ "{PROMETHEUS_MODULE}/cmd/prometheus"\n'
-        ),
+        "tools.go": (f'//go:build tools\n\npackage tools\n\nimport _ "{PROMETHEUS_MODULE}/cmd/prometheus"\n'),
     }
 
 
@@ -104,8 +101,16 @@ def _build(go: str, version: str, target: Path, log_path: Path) -> None:
         partial = target.with_name(target.name + ".partial")
         steps = [
             [
-                go, "build", "-trimpath", "-tags", _BUILD_TAGS, "-ldflags", "-s -w",
-                "-o", str(partial), f"{PROMETHEUS_MODULE}/cmd/prometheus",
+                go,
+                "build",
+                "-trimpath",
+                "-tags",
+                _BUILD_TAGS,
+                "-ldflags",
+                "-s -w",
+                "-o",
+                str(partial),
+                f"{PROMETHEUS_MODULE}/cmd/prometheus",
             ],
         ]
         with open(log_path, "w") as log:
@@ -114,8 +119,13 @@ def _build(go: str, version: str, target: Path, log_path: Path) -> None:
                 log.flush()
                 try:
                     proc = subprocess.run(
-                        argv, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                        timeout=_BUILD_TIMEOUT_S, check=False,
+                        argv,
+                        cwd=work,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=_BUILD_TIMEOUT_S,
+                        check=False,
                     )
                 except subprocess.TimeoutExpired:
                     raise PrometheusBuildError(
@@ -198,7 +208,9 @@ class PrometheusServer:
                 f"--storage.tsdb.path={work / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
             ],
-            cwd=work, stdout=log, stderr=subprocess.STDOUT,
+            cwd=work,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         self._wait_ready(work / "prometheus.log")
@@ -210,9 +222,7 @@ class PrometheusServer:
             while time.monotonic() < deadline:
                 assert self._proc is not None
                 if self._proc.poll() is not None:
-                    raise RuntimeError(
-                        f"Prometheus exited with {self._proc.returncode} on start; see {log_path}"
-                    )
+                    raise RuntimeError(f"Prometheus exited with {self._proc.returncode} on start; see {log_path}")
                 try:
                     if client.get(f"{self.url}/-/ready").status_code == 200:
                         return

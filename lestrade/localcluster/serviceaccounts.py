@@ -28,8 +28,7 @@ class ServiceAccountTokens:
         """A new admin ApiClient (the caller closes it)."""
         return k8s_config.new_client_from_config(config_file=str(self.kubeconfig))
 
-    def token_for(self, namespace: str, service_account: str, *, seconds: int = 3600,
-                  create: bool = True) -> str:
+    def token_for(self, namespace: str, service_account: str, *, seconds: int = 3600, create: bool = True) -> str:
         """A bearer token for `namespace/service_account`, created if missing when `create`."""
         with self.api_client() as api:
             core = k8s.CoreV1Api(api)
@@ -53,8 +52,12 @@ class ServiceAccountTokens:
         token = self.token_for(namespace, service_account)
         path = path or Path(tempfile.mkdtemp(prefix="lestrade-sa-")) / "kubeconfig"
         return write_kubeconfig(
-            path, server=self.server, ca_file=self._ca_file(), user=f"{namespace}-{service_account}",
-            token=token, namespace=namespace,
+            path,
+            server=self.server,
+            ca_file=self._ca_file(),
+            user=f"{namespace}-{service_account}",
+            token=token,
+            namespace=namespace,
         )
 
     def _ca_file(self) -> Path:

@@ -30,9 +30,7 @@ log = logging.getLogger(__name__)
 def as_cri_log(text: str) -> str:
     """The CRI log format the kubelet (and KWOK) reads: `<time> <stream> F <line>`."""
     lines = text.splitlines() or [""]
-    return "".join(
-        f"2026-01-01T00:00:{i % 60:02d}.000000000Z stdout F {line}\n" for i, line in enumerate(lines)
-    )
+    return "".join(f"2026-01-01T00:00:{i % 60:02d}.000000000Z stdout F {line}\n" for i, line in enumerate(lines))
 
 
 class LogSimulator:
@@ -79,10 +77,13 @@ class LogSimulator:
             path.write_text(as_cri_log(text or ""))
             entry[key] = str(path)
         body = {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-            "metadata": {"name": name, "namespace": namespace,
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name,
-                                              "uid": pod.metadata.uid}]},
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod.metadata.uid}],
+            },
             "spec": {"logs": [entry]},
         }
         try:

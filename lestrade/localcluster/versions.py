@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ALERTMANAGER_VERSION", "Component", "COMPONENTS", "KUBERNETES_VERSION", "RUN_COMPONENTS", "COLD_BUILD_SECONDS"]
+__all__ = [
+    "ALERTMANAGER_VERSION",
+    "Component",
+    "COMPONENTS",
+    "KUBERNETES_VERSION",
+    "RUN_COMPONENTS",
+    "COLD_BUILD_SECONDS",
+]
 
 KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"

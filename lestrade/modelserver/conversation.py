@@ -60,9 +60,7 @@ class Conversation:
     def system(self) -> str:
         """All system (and developer) messages, joined."""
         return "\n\n".join(
-            message_text(m.get("content"))
-            for m in self.messages
-            if m.get("role") in ("system", "developer")
+            message_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer")
         )
 
     @property

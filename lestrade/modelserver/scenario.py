@@ -76,8 +76,10 @@ class Usage(_Strict):
     completion_tokens: int | None = Field(default=None, ge=0)
     total_tokens: int | None = Field(default=None, ge=0)
     cached_tokens: int | None = Field(
-        default=None, ge=0, description="reported as usage.prompt_tokens_details.cached_tokens, as OpenAI "
-        "(and litellm for Anthropic's cache reads) report a prompt-cache hit"
+        default=None,
+        ge=0,
+        description="reported as usage.prompt_tokens_details.cached_tokens, as OpenAI "
+        "(and litellm for Anthropic's cache reads) report a prompt-cache hit",
     )
 
 

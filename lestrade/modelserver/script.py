@@ -46,11 +46,7 @@ class Reply:
 
 def select_step(scenario: Scenario, conversation: Conversation) -> Selection:
     """The first matching rule, else the step at the conversation's position."""
-    index = (
-        conversation.assistant_count_this_turn
-        if scenario.step_counting == "turn"
-        else conversation.assistant_count
-    )
+    index = conversation.assistant_count_this_turn if scenario.step_counting == "turn" else conversation.assistant_count
     for number, rule in enumerate(scenario.rules):
         if _matches(rule.when.model_dump(), conversation):
             return Selection(rule.respond, index, f"rule:{number}")
@@ -73,23 +69,17 @@ def _matches(condition: dict[str, str | None], conversation: Conversation) -> bo
         "any_message_contains": lambda: conversation.all_text,
     }
     return all(
-        re.search(pattern, texts[name]()) is not None
-        for name, pattern in condition.items()
-        if pattern is not None
+        re.search(pattern, texts[name]()) is not None for name, pattern in condition.items() if pattern is not None
     )
 
 
-def render_reply(
-    scenario: Scenario, selection: Selection, conversation: Conversation, fault: Fault | None
-) -> Reply:
+def render_reply(scenario: Scenario, selection: Selection, conversation: Conversation, fault: Fault | None) -> Reply:
     """Renders the step's templates; `fault` is the fault firing now (of the faults, only
     malformed tool JSON changes the reply itself: the arguments lose their last character)."""
     step = selection.step
     context: dict[str, Any] = {}
     if _uses_templates(step):
-        context = make_context(
-            conversation, step=selection.index, scenario=scenario.name, variables=scenario.vars
-        )
+        context = make_context(conversation, step=selection.index, scenario=scenario.name, variables=scenario.vars)
 
     def text(value: str | None) -> str | None:
         return None if value is None else render(value, context)
@@ -112,4 +102,3 @@ def _uses_templates(step: Step) -> bool:
     for call in step.tool_calls:
         map_strings(call.arguments, texts.append)
     return any(is_template(t) for t in texts)
-

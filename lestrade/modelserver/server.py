@@ -129,9 +129,7 @@ class ScriptedModelServer:
         """Forgets recorded requests and fault counters (of one scenario, or all)."""
         with self._lock:
             self._requests = [(n, b) for n, b in self._requests if scenario not in (None, n)]
-            self._fault_counts = {
-                k: v for k, v in self._fault_counts.items() if scenario not in (None, k[0])
-            }
+            self._fault_counts = {k: v for k, v in self._fault_counts.items() if scenario not in (None, k[0])}
 
     def litellm_params(self, scenario: str) -> dict[str, str]:
         """Keyword arguments for litellm (and a modelList entry) that play `scenario`."""
@@ -259,7 +257,8 @@ class ScriptedModelServer:
                 404,
                 f"no scenario named {model!r}; {len(self.scenario_names)} scenarios are loaded "
                 "(GET /v1/models lists them)",
-                "invalid_request_error", "model_not_found",
+                "invalid_request_error",
+                "model_not_found",
             )
         conversation = Conversation.from_request(body)
         try:
@@ -297,16 +296,10 @@ class ScriptedModelServer:
         if not body.get("stream"):
             return JSONResponse(wire.completion(reply, model=model, response_id=response_id, usage=usage))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        chunks = wire.stream_chunks(
-            reply, model=model, response_id=response_id, usage=usage if include_usage else None
-        )
-        return StreamingResponse(
-            self._sse(chunks, step.stream_chunk_ms / 1000), media_type="text/event-stream"
-        )
+        chunks = wire.stream_chunks(reply, model=model, response_id=response_id, usage=usage if include_usage else None)
+        return StreamingResponse(self._sse(chunks, step.stream_chunk_ms / 1000), media_type="text/event-stream")
 
-    def _firing_fault(
-        self, scenario: Scenario, selection: Selection, conversation: Conversation
-    ) -> Fault | None:
+    def _firing_fault(self, scenario: Scenario, selection: Selection, conversation: Conversation) -> Fault | None:
         fault = selection.step.fault
         if fault is None or fault.times is None:
             return fault

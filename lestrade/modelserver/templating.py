@@ -52,9 +52,7 @@ class TemplateRenderError(ValueError):
     """A template failed to compile or render; the message says which and why."""
 
 
-_ENV = ImmutableSandboxedEnvironment(
-    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
-)
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 def is_template(text: str) -> bool:
@@ -174,11 +172,7 @@ def rows(text: str, **where: str) -> list[dict[str, str]]:
         if len(cells) >= 2 and all(_HEADER_CELL.match(c) for c in cells):
             table = _parse_table(line, cells, lines[index + 1 :])
             filters = {column: re.compile(pattern) for column, pattern in where.items()}
-            return [
-                row
-                for row in table
-                if all(p.search(row.get(column, "")) for column, p in filters.items())
-            ]
+            return [row for row in table if all(p.search(row.get(column, "")) for column, p in filters.items())]
     return []
 
 

@@ -38,7 +38,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kubectl lestrade", description="Lestrade investigations and conversations.")
     sub = top.add_subparsers(dest="command", required=True)
 
-    inv = sub.add_parser("investigate", parents=[common], help="start an investigation (flags or an alert), then follow it")
+    inv = sub.add_parser(
+        "investigate", parents=[common], help="start an investigation (flags or an alert), then follow it"
+    )
     inv.add_argument("--title")
     inv.add_argument("--description")
     inv.add_argument("--question")
@@ -78,8 +80,9 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("-A", "--all-namespaces", action="store_true")
     ls.add_argument("--limit", type=int, default=50)
 
-    hist = sub.add_parser("history", parents=[common],
-                          help="past findings: root causes and fixes of finished runs, best match first")
+    hist = sub.add_parser(
+        "history", parents=[common], help="past findings: root causes and fixes of finished runs, best match first"
+    )
     hist.add_argument("query", nargs="*", help="free text, ranked (e.g. OOMKilled memory)")
     hist.add_argument("-A", "--all-namespaces", action="store_true")
     hist.add_argument("--kind", help="kind of the involved resource, e.g. Deployment")

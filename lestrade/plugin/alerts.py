@@ -6,8 +6,15 @@ from typing import Any
 
 __all__ = ["alert_spec"]
 
-_SUBJECT_LABELS = {"pod": "Pod", "deployment": "Deployment", "statefulset": "StatefulSet",
-                   "daemonset": "DaemonSet", "job": "Job", "node": "Node", "service": "Service"}
+_SUBJECT_LABELS = {
+    "pod": "Pod",
+    "deployment": "Deployment",
+    "statefulset": "StatefulSet",
+    "daemonset": "DaemonSet",
+    "job": "Job",
+    "node": "Node",
+    "service": "Service",
+}
 
 
 def alert_spec(payload: Any) -> dict[str, Any]:

@@ -64,8 +64,10 @@ def _report(outcome: Outcome, fmt: str | None, turn: int | None = None) -> ExitC
     else:
         summary = run_summary(obj)
         usage = summary["usage"]
-        _out(f"{summary['kind'].lower()}/{summary['name']}: {outcome.phase} — {summary['toolCallCount']} tool "
-             f"calls, {usage['totalTokens']} tokens, ${usage['cost']:.6f}")
+        _out(
+            f"{summary['kind'].lower()}/{summary['name']}: {outcome.phase} — {summary['toolCallCount']} tool "
+            f"calls, {usage['totalTokens']} tokens, ${usage['cost']:.6f}"
+        )
         if outcome.phase == "Failed" and summary["message"]:
             _out(f"  {clean(summary['message'])}")
         if outcome.phase == "AwaitingApproval":
@@ -79,14 +81,21 @@ def _report(outcome: Outcome, fmt: str | None, turn: int | None = None) -> ExitC
 def _waiting_hint(name: str) -> Any:
     def hint(obj: dict[str, Any]) -> None:
         _out(f"  ↳ waiting for a decision: kubectl lestrade approve {name}  (or deny)")
+
     return hint
 
 
-async def _follow(session: Session, plural: str, name: str, args: argparse.Namespace, *, turn: int | None = None) -> ExitCode:
+async def _follow(
+    session: Session, plural: str, name: str, args: argparse.Namespace, *, turn: int | None = None
+) -> ExitCode:
     quiet = bool(args.output)
     async with spinner(f"following {plural}/{name}"):
         outcome = await follow(
-            session, plural, name, (lambda item: None) if quiet else _show, turn=turn,
+            session,
+            plural,
+            name,
+            (lambda item: None) if quiet else _show,
+            turn=turn,
             stop_at_approval=getattr(args, "stop_at_approval", False),
             on_waiting=None if quiet else _waiting_hint(name),
         )
@@ -118,18 +127,28 @@ async def investigate(session: Session, args: argparse.Namespace) -> ExitCode:
     else:
         spec = {}
     given = {
-        "title": args.title, "description": args.description, "question": args.question,
+        "title": args.title,
+        "description": args.description,
+        "question": args.question,
         "subject": _subject(args.subject, args.subject_namespace or session.namespace),
-        "model": args.model, "maxSteps": args.max_steps, "timeout": args.timeout,
+        "model": args.model,
+        "maxSteps": args.max_steps,
+        "timeout": args.timeout,
     }
     spec.update({k: v for k, v in given.items() if v is not None})
     if not spec.get("title"):
         raise UsageError("--title (or --alert): an investigation needs a title")
     spec["enableToolApproval"] = not args.no_approval
     metadata: dict[str, Any] = {"name": args.name} if args.name else {"generateName": "inv-"}
-    created = await session.kube.create(resource_path(INVESTIGATION_PLURAL, session.namespace), {
-        "apiVersion": API_VERSION, "kind": INVESTIGATION_KIND, "metadata": metadata, "spec": spec,
-    })
+    created = await session.kube.create(
+        resource_path(INVESTIGATION_PLURAL, session.namespace),
+        {
+            "apiVersion": API_VERSION,
+            "kind": INVESTIGATION_KIND,
+            "metadata": metadata,
+            "spec": spec,
+        },
+    )
     name = created["metadata"]["name"]
     if args.no_follow:
         if args.output:
@@ -165,8 +184,17 @@ def _ask_yes(prompt: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-async def decide(session: Session, plural: str, obj: dict[str, Any], approved: bool, *, ids: list[str],
-                 every: bool, reason: str | None, fmt: str | None = None) -> ExitCode:
+async def decide(
+    session: Session,
+    plural: str,
+    obj: dict[str, Any],
+    approved: bool,
+    *,
+    ids: list[str],
+    every: bool,
+    reason: str | None,
+    fmt: str | None = None,
+) -> ExitCode:
     """Lists what waits, picks (ids, --all, or asks one by one on stdin), writes spec.decisions
     as the kubeconfig's user, each decision bound to the digest of the call that was shown."""
     name = obj["metadata"]["name"]
@@ -174,8 +202,10 @@ async def decide(session: Session, plural: str, obj: dict[str, Any], approved: b
     if ids:
         unknown = [i for i in ids if i not in pending]
         if unknown:
-            raise UsageError(f"IDS: {', '.join(unknown)} not waiting for a decision in {name} "
-                             f"(waiting: {', '.join(pending) or 'none'})")
+            raise UsageError(
+                f"IDS: {', '.join(unknown)} not waiting for a decision in {name} "
+                f"(waiting: {', '.join(pending) or 'none'})"
+            )
         chosen = ids
     elif every:
         chosen = list(pending)
@@ -210,22 +240,38 @@ async def decide(session: Session, plural: str, obj: dict[str, Any], approved: b
 
 async def decide_command(session: Session, args: argparse.Namespace) -> ExitCode:
     plural, obj = await session.resolve(args.name)
-    return await decide(session, plural, obj, args.command == "approve", ids=args.ids, every=args.all,
-                        reason=args.reason, fmt=args.output)
+    return await decide(
+        session,
+        plural,
+        obj,
+        args.command == "approve",
+        ids=args.ids,
+        every=args.all,
+        reason=args.reason,
+        fmt=args.output,
+    )
 
 
 # -- ask -------------------------------------------------------------------------------------------
 
 
-async def _ask_once(session: Session, question: str, name: str | None, args: argparse.Namespace) -> tuple[str, ExitCode]:
+async def _ask_once(
+    session: Session, question: str, name: str | None, args: argparse.Namespace
+) -> tuple[str, ExitCode]:
     path = resource_path(CONVERSATION_PLURAL, session.namespace)
     if name is None:
         spec: dict[str, Any] = {"turns": [{"ask": question}], "enableToolApproval": not args.no_approval}
         if args.model:
             spec["model"] = args.model
-        created = await session.kube.create(path, {
-            "apiVersion": API_VERSION, "kind": CONVERSATION_KIND, "metadata": {"generateName": "chat-"}, "spec": spec,
-        })
+        created = await session.kube.create(
+            path,
+            {
+                "apiVersion": API_VERSION,
+                "kind": CONVERSATION_KIND,
+                "metadata": {"generateName": "chat-"},
+                "spec": spec,
+            },
+        )
         name, turn = created["metadata"]["name"], 0
         if not args.output:
             _out(f"conversation/{name}")
@@ -234,10 +280,13 @@ async def _ask_once(session: Session, question: str, name: str | None, args: arg
             obj = await session.kube.get(f"{path}/{name}")
             turns = list((obj.get("spec") or {}).get("turns") or [])
             try:
-                await session.kube.patch(f"{path}/{name}", {
-                    "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                    "spec": {"turns": [*turns, {"ask": question}]},
-                })
+                await session.kube.patch(
+                    f"{path}/{name}",
+                    {
+                        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                        "spec": {"turns": [*turns, {"ask": question}]},
+                    },
+                )
             except ApiException as exc:
                 if exc.status == 409:
                     continue
@@ -254,7 +303,9 @@ async def _ask_once(session: Session, question: str, name: str | None, args: arg
         obj = await session.kube.get(f"{path}/{name}")
         if _undecided(obj):  # what was not approved is denied, so the turn can go on
             ids = [p["toolCallId"] for p in _undecided(obj)]
-            await decide(session, CONVERSATION_PLURAL, obj, False, ids=ids, every=False, reason="declined at the prompt")
+            await decide(
+                session, CONVERSATION_PLURAL, obj, False, ids=ids, every=False, reason="declined at the prompt"
+            )
 
 
 async def ask(session: Session, args: argparse.Namespace) -> ExitCode:
@@ -309,14 +360,34 @@ async def list_command(session: Session, args: argparse.Namespace) -> ExitCode:
     if args.output:
         dump([{k: v for k, v in r.items() if k not in ("answer", "sections")} for r in rows], args.output)
         return ExitCode.OK
-    headers = ["KIND", "NAME", *(["NAMESPACE"] if namespace is None else []), "PHASE", "AGE", "TOOLS", "TOKENS", "COST", "TITLE"]
+    headers = [
+        "KIND",
+        "NAME",
+        *(["NAMESPACE"] if namespace is None else []),
+        "PHASE",
+        "AGE",
+        "TOOLS",
+        "TOKENS",
+        "COST",
+        "TITLE",
+    ]
     table_rows = [
-        ["inv" if r["kind"] == INVESTIGATION_KIND else "conv", r["name"], *([r["namespace"]] if namespace is None else []),
-         r["phase"], age(r["created"]), str(r["toolCallCount"]), str(r["usage"]["totalTokens"]),
-         f"${r['usage']['cost']:.4f}", r["title"][:60]]
+        [
+            "inv" if r["kind"] == INVESTIGATION_KIND else "conv",
+            r["name"],
+            *([r["namespace"]] if namespace is None else []),
+            r["phase"],
+            age(r["created"]),
+            str(r["toolCallCount"]),
+            str(r["usage"]["totalTokens"]),
+            f"${r['usage']['cost']:.4f}",
+            r["title"][:60],
+        ]
         for r in rows
     ]
-    _out(table(table_rows, headers) if rows else f"no investigations or conversations in {namespace or 'any namespace'}")
+    _out(
+        table(table_rows, headers) if rows else f"no investigations or conversations in {namespace or 'any namespace'}"
+    )
     return ExitCode.OK
 
 
@@ -324,9 +395,15 @@ async def history(session: Session, args: argparse.Namespace) -> ExitCode:
     """Past findings (`lestrade.runs.history`) of the runs the kubeconfig's user may list."""
     namespace = None if args.all_namespaces else session.namespace
     try:
-        query = SearchQuery(text=" ".join(args.query), namespace=args.resource_namespace, kind=args.kind,
-                            name=args.resource, alert=args.alert, since=parse_since(args.since),
-                            limit=max(1, min(args.limit, MAX_RESULTS)))
+        query = SearchQuery(
+            text=" ".join(args.query),
+            namespace=args.resource_namespace,
+            kind=args.kind,
+            name=args.resource,
+            alert=args.alert,
+            since=parse_since(args.since),
+            limit=max(1, min(args.limit, MAX_RESULTS)),
+        )
     except ValueError as exc:
         raise UsageError(f"--since: {exc}") from None
     index = FindingsIndex()
@@ -336,8 +413,9 @@ async def history(session: Session, args: argparse.Namespace) -> ExitCode:
             token = ""
             while True:  # a page at a time: only the findings are kept
                 try:
-                    page_ = await session.kube.get(resource_path(plural, namespace), limit=500,
-                                                   **({"continue": token} if token else {}))
+                    page_ = await session.kube.get(
+                        resource_path(plural, namespace), limit=500, **({"continue": token} if token else {})
+                    )
                 except ApiException as exc:
                     if exc.status != 403:
                         raise
@@ -359,8 +437,12 @@ async def history(session: Session, args: argparse.Namespace) -> ExitCode:
         return ExitCode.OK
     for r in found:  # model-written and cluster text: terminal control characters stripped
         where = f"{'inv' if r['kind'] == INVESTIGATION_KIND else 'conv'}/{r['name']}"
-        _out(clean(f"{where}{'' if namespace else ' -n ' + r['namespace']}  {r['phase']}  {r['age']} ago"
-                   f"{'  alert ' + r['alert'] if r['alert'] else ''}  {r['title'][:80]}"))
+        _out(
+            clean(
+                f"{where}{'' if namespace else ' -n ' + r['namespace']}  {r['phase']}  {r['age']} ago"
+                f"{'  alert ' + r['alert'] if r['alert'] else ''}  {r['title'][:80]}"
+            )
+        )
         _out("  root cause: " + clean(r["rootCause"][:400]))
         if r["fix"]:
             _out("  fix: " + clean(r["fix"][:400]))

@@ -59,8 +59,14 @@ def turn_phase(obj: dict[str, Any], turn: int | None) -> str:
 
 
 async def follow(
-    session: Session, plural: str, name: str, show: Callable[[dict[str, Any]], None], *,
-    turn: int | None = None, after: int = -1, stop_at_approval: bool = False,
+    session: Session,
+    plural: str,
+    name: str,
+    show: Callable[[dict[str, Any]], None],
+    *,
+    turn: int | None = None,
+    after: int = -1,
+    stop_at_approval: bool = False,
     on_waiting: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """Shows every timeline item after seq `after` (of `turn`, for a Conversation) as it is
@@ -103,7 +109,9 @@ async def follow(
                 return done
             version = obj["metadata"]["resourceVersion"]
             async for event in session.kube.watch(
-                path, resource_version=version, timeout_seconds=WATCH_SECONDS,
+                path,
+                resource_version=version,
+                timeout_seconds=WATCH_SECONDS,
                 fieldSelector=f"metadata.name={name}",
             ):
                 kind = event.get("type")
@@ -116,12 +124,18 @@ async def follow(
                     if done:
                         return done
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            print(f"lestrade: connection lost ({type(exc).__name__}); resuming after item {shown}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"lestrade: connection lost ({type(exc).__name__}); resuming after item {shown}",
+                file=sys.stderr,
+                flush=True,
+            )
             await asyncio.sleep(RETRY_SECONDS)
         except ApiException as exc:
             if exc.status not in (429, 500, 502, 503, 504):
                 raise
-            print(f"lestrade: the apiserver answered {exc.status}; resuming after item {shown}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"lestrade: the apiserver answered {exc.status}; resuming after item {shown}",
+                file=sys.stderr,
+                flush=True,
+            )
             await asyncio.sleep(RETRY_SECONDS)

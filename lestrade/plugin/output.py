@@ -30,7 +30,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2
 def clean(text: Any) -> str:
     """`text` with control characters (ANSI escapes, bidi overrides) made visible; newlines
     and tabs are kept."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text))
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
+    )
 
 
 def _params(params: Any, limit: int = 200) -> str:
@@ -71,8 +73,10 @@ def item_lines(item: dict[str, Any], *, outputs: bool = False) -> list[str]:
         verdict = "approved" if item["approved"] else "denied"
         return [f"✔ {clean(item['id'])} {verdict}" + (f": {clean(item['reason'])}" if item.get("reason") else "")]
     if kind == "tokens":
-        return [f"  tokens +{item['totalTokens']} (prompt {item['promptTokens']}, completion "
-                f"{item['completionTokens']}), ${item['cost']:.6f}"]
+        return [
+            f"  tokens +{item['totalTokens']} (prompt {item['promptTokens']}, completion "
+            f"{item['completionTokens']}), ${item['cost']:.6f}"
+        ]
     if kind == "compaction":
         return [f"  (history compacted to {item['messages']} messages)"]
     if kind == "answer":

@@ -66,10 +66,8 @@ TEMPLATE_FILTERS = ("upper", "lower", "trim", "title")
 # and `truncate(N)` are the only filters with arguments. Nothing else: no calls, no
 # attribute walks, no statements — so a template can only read the alert.
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_KEY = r'(\.' + _NAME + r'|\[\s*"[^"\\{}]*"\s*\])'
-_FILTER = (
-    r'\|\s*(' + "|".join(TEMPLATE_FILTERS) + r'|default\(\s*"[^"\\{}]*"\s*\)|truncate\(\s*[0-9]{1,5}\s*\))'
-)
+_KEY = r"(\." + _NAME + r'|\[\s*"[^"\\{}]*"\s*\])'
+_FILTER = r"\|\s*(" + "|".join(TEMPLATE_FILTERS) + r'|default\(\s*"[^"\\{}]*"\s*\)|truncate\(\s*[0-9]{1,5}\s*\))'
 _EXPRESSION = r"\{\{\s*(" + "|".join(TEMPLATE_VARIABLES) + r")" + _KEY + r"?\s*(" + _FILTER + r"\s*)*\}\}"
 TEMPLATE_EXPRESSION = "^" + _EXPRESSION + "$"
 """One whole `{{ ... }}` expression."""
@@ -81,8 +79,7 @@ def _template_rules(field: str) -> list[dict[str, Any]]:
     """CEL rules on one template string (the apiserver's own RE2 checks each expression)."""
     return [
         cel_rule(
-            "!self.contains('{%') && !self.contains('{#') && !self.contains('%}') "
-            "&& !self.contains('#}')",
+            "!self.contains('{%') && !self.contains('{#') && !self.contains('%}') && !self.contains('#}')",
             f"{field}: only {{{{ ... }}}} expressions are allowed in a template "
             "(no {% statements %} or {# comments #})",
         ),
@@ -95,13 +92,11 @@ def _template_rules(field: str) -> list[dict[str, Any]]:
             # One anchored expression over the whole text: a `{{` can only open an allowed
             # expression (a lone `{` is plain text). One `matches` keeps the rule's estimated
             # cost within the apiserver's budget, where a findAll/all pair does not.
-            "self.matches('"
-            + TEMPLATE_TEXT.replace("\\", "\\\\").replace("'", "\\'")
-            + "')",
+            "self.matches('" + TEMPLATE_TEXT.replace("\\", "\\\\").replace("'", "\\'") + "')",
             f"{field}: a template expression may only read "
             + ", ".join(TEMPLATE_VARIABLES)
-            + " (e.g. {{ labels.pod }}, {{ annotations[\"summary\"] | default(\"none\") }}) "
-            "with the filters " + ", ".join(TEMPLATE_FILTERS) + ", default(\"text\"), truncate(N)",
+            + ' (e.g. {{ labels.pod }}, {{ annotations["summary"] | default("none") }}) '
+            "with the filters " + ", ".join(TEMPLATE_FILTERS) + ', default("text"), truncate(N)',
         ),
     ]
 
@@ -133,8 +128,7 @@ class Matcher(WireModel):
                 cel_rule(
                     # A bad expression makes `matches` fail at evaluation, and the apiserver
                     # refuses the object with RE2's own parse error after this message.
-                    "!(self.operator in ['=~', '!~']) || "
-                    "''.matches(self.value) || !''.matches(self.value)",
+                    "!(self.operator in ['=~', '!~']) || ''.matches(self.value) || !''.matches(self.value)",
                     "value: not a valid RE2 regular expression",
                     fieldPath=".value",
                 ),
@@ -177,13 +171,10 @@ class InvestigationTemplate(WireModel):
     description: str | None = _template(
         8192,
         "description",
-        "Template of the description; the alert's description or summary annotation when "
-        "omitted.",
+        "Template of the description; the alert's description or summary annotation when omitted.",
         default=None,
     )
-    question: str | None = _template(
-        8192, "question", "Template of an extra question to answer.", default=None
-    )
+    question: str | None = _template(8192, "question", "Template of an extra question to answer.", default=None)
     source: str = Field(
         default="prometheus",
         max_length=253,
@@ -288,9 +279,7 @@ class AlertRouteSpec(WireModel):
         "alert the matchers accept (cluster-wide alerts such as node alerts have no "
         "namespace label).",
     )
-    investigation: InvestigationTemplate = Field(
-        description="The Investigation created for a matching alert."
-    )
+    investigation: InvestigationTemplate = Field(description="The Investigation created for a matching alert.")
     dedup_window: str = Field(
         default="1h",
         max_length=64,
@@ -301,8 +290,7 @@ class AlertRouteSpec(WireModel):
     )
     limits: RouteLimits = Field(
         default_factory=RouteLimits,
-        description="Caps on new and open Investigations, so an alert storm cannot start "
-        "hundreds of runs.",
+        description="Caps on new and open Investigations, so an alert storm cannot start hundreds of runs.",
     )
     suspend: bool = Field(
         default=False,
@@ -348,9 +336,7 @@ class AlertRouteStatus(WireModel):
         default=0, ge=0, description="Matching alerts that started nothing: a limit, suspend, or an error."
     )
     resolved: int = Field(default=0, ge=0, description="Resolved alerts recorded on their Investigation.")
-    last_investigation: InvestigationRef | None = Field(
-        default=None, description="The Investigation created last."
-    )
+    last_investigation: InvestigationRef | None = Field(default=None, description="The Investigation created last.")
     window: RateWindow | None = Field(default=None, description="limits.maxPerInterval bookkeeping.")
     claims: list[Claim] = Field(
         default_factory=list,
@@ -392,7 +378,5 @@ def route_name_rule() -> dict[str, Any]:
     """Root rule: the route's name fits in a label value (its Investigations carry it)."""
     return cel_rule(
         f"self.metadata.name.size() <= {MAX_ROUTE_NAME}",
-        f"metadata.name: at most {MAX_ROUTE_NAME} characters (the route's Investigations "
-        "carry it as a label value)",
+        f"metadata.name: at most {MAX_ROUTE_NAME} characters (the route's Investigations carry it as a label value)",
     )
-

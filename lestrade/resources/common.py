@@ -119,9 +119,7 @@ class Condition(WireModel):
         description="The .metadata.generation the condition was set for; if it is lower than "
         "the current generation, the condition is out of date.",
     )
-    last_transition_time: datetime = Field(
-        description="When the condition last changed from one status to another."
-    )
+    last_transition_time: datetime = Field(description="When the condition last changed from one status to another.")
     reason: str = Field(
         min_length=1,
         max_length=1024,
@@ -219,20 +217,18 @@ class Usage(WireModel):
     """Model tokens and cost spent so far."""
 
     prompt_tokens: int = Field(default=0, ge=0, description="Input tokens sent to the model.")
-    completion_tokens: int = Field(
-        default=0, ge=0, description="Output tokens the model generated."
-    )
+    completion_tokens: int = Field(default=0, ge=0, description="Output tokens the model generated.")
     total_tokens: int = Field(default=0, ge=0, description="promptTokens + completionTokens.")
     cached_tokens: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="Of promptTokens, those the provider read from its prompt cache (billed at its "
         "cached-token price; 0 when the provider reports none).",
     )
     cost: float = Field(
         default=0.0,
         ge=0,
-        description="Estimated cost in US dollars from litellm's price table; 0 when the "
-        "model's price is unknown.",
+        description="Estimated cost in US dollars from litellm's price table; 0 when the model's price is unknown.",
     )
 
 
@@ -247,8 +243,7 @@ class ToolCall(WireModel):
     name: str = Field(description="Tool name, e.g. kubectl_describe.")
     description: str = Field(
         default="",
-        description="One human-readable line for the call, e.g. "
-        "'kubectl describe pod web-1 -n shop'.",
+        description="One human-readable line for the call, e.g. 'kubectl describe pod web-1 -n shop'.",
     )
     status: str = Field(
         default="running",
@@ -272,12 +267,10 @@ class PendingApproval(WireModel):
     tool_call_id: str = Field(
         min_length=1,
         description="Tool call id; approve with "
-        "kubectl patch --type merge -p '{\"spec\":{\"decisions\":{\"ID\":{\"approved\":true}}}}'.",
+        'kubectl patch --type merge -p \'{"spec":{"decisions":{"ID":{"approved":true}}}}\'.',
     )
     tool_name: str = Field(description="Tool the model wants to run.")
-    description: str = Field(
-        default="", description="One human-readable line saying what the call would do."
-    )
+    description: str = Field(default="", description="One human-readable line saying what the call would do.")
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="Arguments the model passed to the tool.",
@@ -299,8 +292,7 @@ class TranscriptRef(WireModel):
     )
     names: list[str] = Field(
         default_factory=list,
-        description="Names of those objects, in order; they are owned by this resource and "
-        "deleted with it.",
+        description="Names of those objects, in order; they are owned by this resource and deleted with it.",
     )
     messages: int = Field(default=0, ge=0, description="Number of messages stored so far.")
     records: int = Field(

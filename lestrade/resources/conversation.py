@@ -66,8 +66,7 @@ MAX_IMAGE_URL_LENGTH = 2048
 TURNS_APPEND_ONLY = cel_rule(
     "!has(oldSelf.turns) || (has(self.turns) && self.turns.size() >= oldSelf.turns.size() "
     "&& oldSelf.turns.all(i, t, self.turns[i] == t))",
-    "spec.turns is append-only: existing turns cannot be changed or removed; "
-    "add a new turn at the end to ask again",
+    "spec.turns is append-only: existing turns cannot be changed or removed; add a new turn at the end to ask again",
     reason="FieldValueForbidden",
     fieldPath=".turns",
 )
@@ -105,10 +104,8 @@ class CompactionPolicy(WireModel):
                     "skipKinds applies only to policy skip_parts",
                 ),
                 cel_rule(
-                    "self.policy != 'skip_parts' || (has(self.skipKinds) && "
-                    "self.skipKinds.size() > 0)",
-                    "policy skip_parts needs skipKinds: the part kinds to drop from older "
-                    "messages, e.g. [tool_result]",
+                    "self.policy != 'skip_parts' || (has(self.skipKinds) && self.skipKinds.size() > 0)",
+                    "policy skip_parts needs skipKinds: the part kinds to drop from older messages, e.g. [tool_result]",
                 ),
             ]
         }
@@ -124,9 +121,7 @@ class CompactionPolicy(WireModel):
         ge=1,
         description="Messages kept whole (last_n, skip_parts). Operator default when omitted.",
     )
-    skip_kinds: (
-        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None
-    ) = Field(
+    skip_kinds: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(
         default=None,
         max_length=16,
         description="skip_parts only: kinds of message parts to drop from older messages, "
@@ -140,15 +135,13 @@ class ContextSettings(WireModel):
     token_budget: int | None = Field(
         default=None,
         ge=1,
-        description="Input tokens the context window may hold; the model's context window "
-        "when omitted.",
+        description="Input tokens the context window may hold; the model's context window when omitted.",
     )
     trigger_ratio: float = Field(
         default=0.7,
         gt=0,
         le=1,
-        description="Compaction starts when the window passes tokenBudget x triggerRatio "
-        "(greater than 0, at most 1).",
+        description="Compaction starts when the window passes tokenBudget x triggerRatio (greater than 0, at most 1).",
     )
     compaction: CompactionPolicy | None = Field(
         default=None,
@@ -157,8 +150,7 @@ class ContextSettings(WireModel):
     )
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="The client's own data about the context (context-store metadata); "
-        "not read by the operator.",
+        description="The client's own data about the context (context-store metadata); not read by the operator.",
         json_schema_extra=PRESERVE_UNKNOWN,
     )
 
@@ -174,9 +166,7 @@ class TurnImage(WireModel):
     detail: Literal["low", "high", "auto"] | None = Field(
         default=None, description="OpenAI's resolution hint: low, high or auto."
     )
-    format: str | None = Field(
-        default=None, max_length=64, description="MIME type, for providers that need it."
-    )
+    format: str | None = Field(default=None, max_length=64, description="MIME type, for providers that need it.")
 
 
 class Turn(WireModel):
@@ -198,7 +188,9 @@ class FrontendTool(WireModel):
     """A tool the client defines and runs itself (reference 000's frontend tools)."""
 
     name: str = Field(
-        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
         description="Tool name; must not be one of the operator's own tools.",
     )
     description: str = Field(max_length=4096, description="What the tool does, for the model.")
@@ -213,16 +205,16 @@ class FrontendTool(WireModel):
         "has its output and spec.decisions approves it; noop: a call is answered at once "
         "with noopResponse and the client acts on it on the side.",
     )
-    noop_response: str | None = Field(
-        default=None, max_length=4096, description="The canned answer of a noop tool."
-    )
+    noop_response: str | None = Field(default=None, max_length=4096, description="The canned answer of a noop tool.")
 
 
 class ToolPermission(WireModel):
     """A tool the harness session may run without asking (reference 003's permission rule)."""
 
     tool: str = Field(
-        min_length=1, max_length=128, description="Tool name or a glob of names (fnmatch), e.g. kubectl_describe, kubectl_* or agent."
+        min_length=1,
+        max_length=128,
+        description="Tool name or a glob of names (fnmatch), e.g. kubectl_describe, kubectl_* or agent.",
     )
     params: dict[str, Annotated[str, StringConstraints(max_length=1024)]] | None = Field(
         default=None,
@@ -235,12 +227,8 @@ class ToolPermission(WireModel):
 class DenyRule(WireModel):
     """A tool call the harness session refuses without asking."""
 
-    tool_call_id: str = Field(
-        min_length=1, max_length=253, description="The id of the tool call to refuse."
-    )
-    reason: str | None = Field(
-        default=None, max_length=4096, description="Why; shown to the model."
-    )
+    tool_call_id: str = Field(min_length=1, max_length=253, description="The id of the tool call to refuse.")
+    reason: str | None = Field(default=None, max_length=4096, description="Why; shown to the model.")
 
 
 class Permissions(WireModel):
@@ -256,9 +244,7 @@ class Permissions(WireModel):
         description="Each entry lets one matching call run without asking; once used it is "
         "spent (the transcript records which entry a call used).",
     )
-    deny: list[DenyRule] | None = Field(
-        default=None, max_length=256, description="Tool calls refused by id."
-    )
+    deny: list[DenyRule] | None = Field(default=None, max_length=256, description="Tool calls refused by id.")
 
 
 class HarnessSettings(WireModel):
@@ -295,22 +281,17 @@ class HarnessSettings(WireModel):
         default=None,
         description="Tool permission rules; without them every tool call waits for a decision.",
     )
-    max_iterations: int = Field(
-        default=10, description="Model calls per agent (each subagent has its own)."
-    )
+    max_iterations: int = Field(default=10, description="Model calls per agent (each subagent has its own).")
     max_depth: int = Field(
         default=2,
-        description="How deep subagents may nest: the main agent is depth 0; a spawn from "
-        "depth maxDepth is refused.",
+        description="How deep subagents may nest: the main agent is depth 0; a spawn from depth maxDepth is refused.",
     )
 
 
 class ConversationSpec(WireModel):
     """The questions asked so far and how to answer them."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [TURNS_APPEND_ONLY, TOMBSTONE_FINAL]}
-    )
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [TURNS_APPEND_ONLY, TOMBSTONE_FINAL]})
 
     turns: list[Turn] = Field(
         default_factory=list,
@@ -334,17 +315,13 @@ class ConversationSpec(WireModel):
     decisions: dict[str, Decision] | None = Field(
         default=None,
         max_length=500,
-        description="Approvals: tool call id (from status.pendingApprovals) -> "
-        "{approved, reason}.",
+        description="Approvals: tool call id (from status.pendingApprovals) -> {approved, reason}.",
     )
-    context: ContextSettings | None = Field(
-        default=None, description="Context-window size and compaction settings."
-    )
+    context: ContextSettings | None = Field(default=None, description="Context-window size and compaction settings.")
     system_prompt: str | None = Field(
         default=None,
         max_length=32768,
-        description="Extra instructions appended to the built-in system prompt (read when "
-        "the first turn starts).",
+        description="Extra instructions appended to the built-in system prompt (read when the first turn starts).",
     )
     behavior_controls: dict[str, bool] | None = Field(
         default=None,
@@ -372,8 +349,8 @@ class ConversationSpec(WireModel):
         default=None,
         max_length=65536,
         description="Structured output for the turns that start from now on: an OpenAI "
-        "response_format as a JSON string, e.g. {\"type\": \"json_schema\", \"json_schema\": "
-        "{\"name\": ..., \"strict\": true, \"schema\": {...}}}; the answer is then a JSON "
+        'response_format as a JSON string, e.g. {"type": "json_schema", "json_schema": '
+        '{"name": ..., "strict": true, "schema": {...}}}; the answer is then a JSON '
         "string that matches it.",
     )
     max_steps: int | None = Field(
@@ -428,25 +405,17 @@ class TurnStatus(WireModel):
     """The answer to one turn."""
 
     ask: str = Field(description="The question, copied from spec.turns for easy reading.")
-    answer: str | None = Field(
-        default=None, description="The answer, in markdown, once the turn is Answered."
-    )
+    answer: str | None = Field(default=None, description="The answer, in markdown, once the turn is Answered.")
     phase: ConversationPhase = Field(
         default=ConversationPhase.PENDING,
         description="Pending, Running, AwaitingApproval, Answered or Failed.",
     )
     usage: Usage | None = Field(default=None, description="Tokens and cost of this turn.")
-    message: str | None = Field(
-        default=None, description="Why the turn failed, or what it is waiting for."
-    )
+    message: str | None = Field(default=None, description="Why the turn failed, or what it is waiting for.")
     steps: int = Field(default=0, ge=0, description="Model calls made for this turn.")
-    tool_call_count: int = Field(
-        default=0, ge=0, description="Tool calls made for this turn."
-    )
+    tool_call_count: int = Field(default=0, ge=0, description="Tool calls made for this turn.")
     start_time: datetime | None = Field(default=None, description="When the turn started.")
-    completion_time: datetime | None = Field(
-        default=None, description="When the turn was Answered or Failed."
-    )
+    completion_time: datetime | None = Field(default=None, description="When the turn was Answered or Failed.")
 
 
 class ConversationStatus(WireModel):
@@ -461,8 +430,7 @@ class ConversationStatus(WireModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Conditions: Answered (True when every turn has an answer) and "
-        "AwaitingApproval.",
+        description="Conditions: Answered (True when every turn has an answer) and AwaitingApproval.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -474,23 +442,14 @@ class ConversationStatus(WireModel):
         description="Increases by one with every message added to the conversation and "
         "every compaction; never decreases. Clients compare it to see whether anything "
         "changed.",
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule("self >= oldSelf", "status.version never decreases")
-            ]
-        },
+        json_schema_extra={"x-kubernetes-validations": [cel_rule("self >= oldSelf", "status.version never decreases")]},
     )
     turns: list[TurnStatus] = Field(
         default_factory=list,
-        description="One entry per turn the operator has started on: turns[i] answers "
-        "spec.turns[i].",
+        description="One entry per turn the operator has started on: turns[i] answers spec.turns[i].",
     )
-    asked_turns: int = Field(
-        default=0, ge=0, description="Number of turns asked (spec.turns) when status was written."
-    )
-    answered_turns: int = Field(
-        default=0, ge=0, description="Number of turns that have an answer."
-    )
+    asked_turns: int = Field(default=0, ge=0, description="Number of turns asked (spec.turns) when status was written.")
+    answered_turns: int = Field(default=0, ge=0, description="Number of turns that have an answer.")
     tool_calls: list[ToolCall] = Field(
         default_factory=list,
         description="Tool calls of the latest turn, oldest first (the transcript has every "
@@ -508,15 +467,9 @@ class ConversationStatus(WireModel):
             "x-kubernetes-list-map-keys": ["toolCallId"],
         },
     )
-    usage: Usage | None = Field(
-        default=None, description="Tokens and cost spent by the whole conversation."
-    )
-    message: str | None = Field(
-        default=None, description="Human-readable summary of the current state or the error."
-    )
-    model: str | None = Field(
-        default=None, description="The model used for the latest turn."
-    )
+    usage: Usage | None = Field(default=None, description="Tokens and cost spent by the whole conversation.")
+    message: str | None = Field(default=None, description="Human-readable summary of the current state or the error.")
+    model: str | None = Field(default=None, description="The model used for the latest turn.")
     transcript: TranscriptRef | None = Field(
         default=None, description="Where the full conversation with the model is kept."
     )
@@ -524,12 +477,8 @@ class ConversationStatus(WireModel):
         default=None,
         description="Who created this resource, as recorded at admission (see README: who sees what).",
     )
-    scope: RunScope | None = Field(
-        default=None, description="What the tools of the latest run may read, and why."
-    )
-    last_activity_time: datetime | None = Field(
-        default=None, description="When the latest turn started or finished."
-    )
+    scope: RunScope | None = Field(default=None, description="What the tools of the latest run may read, and why.")
+    last_activity_time: datetime | None = Field(default=None, description="When the latest turn started or finished.")
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
     )
@@ -555,17 +504,11 @@ class ConversationStatus(WireModel):
 class Conversation(WireModel):
     """A Conversation object as read from the apiserver (metadata kept but not validated)."""
 
-    api_version: Literal["lestrade.dev/v1alpha1"] = Field(
-        default=API_VERSION, description="lestrade.dev/v1alpha1"
-    )
+    api_version: Literal["lestrade.dev/v1alpha1"] = Field(default=API_VERSION, description="lestrade.dev/v1alpha1")
     kind: Literal["Conversation"] = Field(default=CONVERSATION_KIND, description="Conversation")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
-    spec: ConversationSpec = Field(
-        default_factory=ConversationSpec, description="The questions asked so far."
-    )
-    status: ConversationStatus = Field(
-        default_factory=ConversationStatus, description="Answers and progress."
-    )
+    spec: ConversationSpec = Field(default_factory=ConversationSpec, description="The questions asked so far.")
+    status: ConversationStatus = Field(default_factory=ConversationStatus, description="Answers and progress.")
 
     @property
     def name(self) -> str | None:

@@ -60,9 +60,7 @@ from lestrade.resources.schema import structural_schema
 __all__ = ["CrdDefinition", "DEFINITIONS", "crd_manifest", "crd_manifests", "crd_name"]
 
 
-def _column(
-    name: str, json_path: str, type_: str, description: str, priority: int = 0
-) -> dict[str, Any]:
+def _column(name: str, json_path: str, type_: str, description: str, priority: int = 0) -> dict[str, Any]:
     column: dict[str, Any] = {
         "name": name,
         "type": type_,
@@ -96,9 +94,7 @@ class CrdDefinition:
         return f"{self.plural}.{GROUP}"
 
 
-_AGE = _column(
-    "Age", ".metadata.creationTimestamp", "date", "Time since the resource was created."
-)
+_AGE = _column("Age", ".metadata.creationTimestamp", "date", "Time since the resource was created.")
 
 INVESTIGATION = CrdDefinition(
     kind=INVESTIGATION_KIND,
@@ -118,11 +114,18 @@ INVESTIGATION = CrdDefinition(
         _column("Steps", ".status.steps", "integer", "Model calls made so far."),
         _column("Tools", ".status.toolCallCount", "integer", "Tool calls made so far."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
-        _column("Grounded", ".status.groundedFindings", "string",
-                "Findings that cite the tool calls they rest on, of all findings.", priority=1),
+        _column(
+            "Grounded",
+            ".status.groundedFindings",
+            "string",
+            "Findings that cite the tool calls they rest on, of all findings.",
+            priority=1,
+        ),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
         _column("Title", ".spec.title", "string", "The problem investigated.", priority=1),
-        _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),
+        _column(
+            "Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1
+        ),
         _column("Message", ".status.message", "string", "Current state or error.", priority=1),
         _AGE,
     ],
@@ -150,11 +153,23 @@ CONVERSATION = CrdDefinition(
         _column("Version", ".status.version", "integer", "Conversation version."),
         _column("Tokens", ".status.usage.totalTokens", "integer", "Tokens spent so far."),
         _column("Model", ".status.model", "string", "The model used.", priority=1),
-        _column("Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1),
-        _column("Source", ".metadata.annotations.lestrade\\.dev/request-source", "string",
-                "Where an HTTP client said the chat comes from (request_source).", priority=1),
-        _column("User", ".metadata.annotations.lestrade\\.dev/user-id", "string",
-                "The user an HTTP client named (user_id; not verified).", priority=1),
+        _column(
+            "Requester", ".status.requester.username", "string", "Who created it (recorded at admission).", priority=1
+        ),
+        _column(
+            "Source",
+            ".metadata.annotations.lestrade\\.dev/request-source",
+            "string",
+            "Where an HTTP client said the chat comes from (request_source).",
+            priority=1,
+        ),
+        _column(
+            "User",
+            ".metadata.annotations.lestrade\\.dev/user-id",
+            "string",
+            "The user an HTTP client named (user_id; not verified).",
+            priority=1,
+        ),
         _column("Message", ".status.message", "string", "Current state or error.", priority=1),
         _AGE,
     ],
@@ -176,18 +191,30 @@ ALERTROUTE = CrdDefinition(
     spec_model=AlertRouteSpec,
     status_model=AlertRouteStatus,
     columns=[
-        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string",
-                "Whether the route can match alerts (False: see Reason and the condition's message)."),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string",
-                "Why the route is (not) ready, e.g. AnyNamespaceNotAllowed."),
+        _column(
+            "Ready",
+            '.status.conditions[?(@.type=="Ready")].status',
+            "string",
+            "Whether the route can match alerts (False: see Reason and the condition's message).",
+        ),
+        _column(
+            "Reason",
+            '.status.conditions[?(@.type=="Ready")].reason',
+            "string",
+            "Why the route is (not) ready, e.g. AnyNamespaceNotAllowed.",
+        ),
         _column("Matched", ".status.matched", "integer", "Firing alerts that matched."),
         _column("Created", ".status.created", "integer", "Investigations created."),
         _column("Deduplicated", ".status.deduplicated", "integer", "Alerts already investigated."),
         _column("Dropped", ".status.dropped", "integer", "Alerts dropped by a limit."),
-        _column("Last", ".status.lastInvestigation.name", "string", "Latest Investigation.",
-                priority=1),
-        _column("Message", '.status.conditions[?(@.type=="Ready")].message', "string",
-                "The Ready condition's message.", priority=1),
+        _column("Last", ".status.lastInvestigation.name", "string", "Latest Investigation.", priority=1),
+        _column(
+            "Message",
+            '.status.conditions[?(@.type=="Ready")].message',
+            "string",
+            "The Ready condition's message.",
+            priority=1,
+        ),
         _AGE,
     ],
     root_rules=[route_name_rule()],
@@ -270,7 +297,12 @@ DESTINATION = CrdDefinition(
 )
 
 DEFINITIONS: tuple[CrdDefinition, ...] = (
-    INVESTIGATION, CONVERSATION, ALERTROUTE, SCHEDULED, MCPSERVER, DESTINATION,
+    INVESTIGATION,
+    CONVERSATION,
+    ALERTROUTE,
+    SCHEDULED,
+    MCPSERVER,
+    DESTINATION,
 )
 
 

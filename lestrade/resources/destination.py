@@ -65,10 +65,14 @@ class WebhookTarget(WireModel):
     """A generic HTTPS endpoint: POST of the versioned JSON payload (docs/schemas/delivery-v1.json)."""
 
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [cel_rule(
-            "has(self.url) != has(self.urlSecretRef)",
-            "webhook: give exactly one of url and urlSecretRef",
-        )]}
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "has(self.url) != has(self.urlSecretRef)",
+                    "webhook: give exactly one of url and urlSecretRef",
+                )
+            ]
+        }
     )
 
     url: str | None = Field(default=None, max_length=2048, pattern=_URL, description="The URL to POST to.")
@@ -86,16 +90,18 @@ class SlackTarget(WireModel):
     """Slack: an incoming webhook, or a bot token and a channel (chat.postMessage)."""
 
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [
-            cel_rule(
-                "has(self.webhookUrlSecretRef) != has(self.tokenSecretRef)",
-                "slack: give exactly one of webhookUrlSecretRef and tokenSecretRef",
-            ),
-            cel_rule(
-                "!has(self.tokenSecretRef) || has(self.channel)",
-                "slack: tokenSecretRef needs a channel",
-            ),
-        ]}
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "has(self.webhookUrlSecretRef) != has(self.tokenSecretRef)",
+                    "slack: give exactly one of webhookUrlSecretRef and tokenSecretRef",
+                ),
+                cel_rule(
+                    "!has(self.tokenSecretRef) || has(self.channel)",
+                    "slack: tokenSecretRef needs a channel",
+                ),
+            ]
+        }
     )
 
     webhook_url_secret_ref: SecretKeyRef | None = Field(
@@ -104,9 +110,7 @@ class SlackTarget(WireModel):
     token_secret_ref: SecretKeyRef | None = Field(
         default=None, description="A bot token (xoxb-...), from a Secret; with channel."
     )
-    channel: str | None = Field(
-        default=None, max_length=256, description="Channel id or name for the bot token."
-    )
+    channel: str | None = Field(default=None, max_length=256, description="Channel id or name for the bot token.")
     api_url: str = Field(
         default="https://slack.com/api",
         max_length=2048,
@@ -126,7 +130,9 @@ class RetryPolicy(WireModel):
 
     max_attempts: int = Field(default=5, ge=1, le=20, description="Attempts in all, first included.")
     backoff_seconds: float = Field(
-        default=2.0, ge=0.05, le=3600,
+        default=2.0,
+        ge=0.05,
+        le=3600,
         description="Wait before the second attempt; doubled for each further one (at most 10 minutes).",
     )
 
@@ -135,11 +141,13 @@ class DestinationSpec(WireModel):
     """Where to send and how."""
 
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [
-            cel_rule("self.type != 'Webhook' || has(self.webhook)", "type Webhook needs spec.webhook"),
-            cel_rule("self.type != 'Slack' || has(self.slack)", "type Slack needs spec.slack"),
-            cel_rule("self.type != 'Teams' || has(self.teams)", "type Teams needs spec.teams"),
-        ]}
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule("self.type != 'Webhook' || has(self.webhook)", "type Webhook needs spec.webhook"),
+                cel_rule("self.type != 'Slack' || has(self.slack)", "type Slack needs spec.slack"),
+                cel_rule("self.type != 'Teams' || has(self.teams)", "type Teams needs spec.teams"),
+            ]
+        }
     )
 
     type: Literal["Webhook", "Slack", "Teams"] = Field(
@@ -149,7 +157,9 @@ class DestinationSpec(WireModel):
     slack: SlackTarget | None = Field(default=None, description="For type Slack.")
     teams: TeamsTarget | None = Field(default=None, description="For type Teams.")
     console_url: str | None = Field(
-        default=None, max_length=2048, pattern=_URL,
+        default=None,
+        max_length=2048,
+        pattern=_URL,
         description="Base URL of Lestrade's web console; messages link to the run's page there. "
         "The operator's LESTRADE_CONSOLE_URL when omitted.",
     )
@@ -191,7 +201,8 @@ class DeliverTo(WireModel):
     """One destination of a run's result."""
 
     destination: str = Field(
-        min_length=1, max_length=253,
+        min_length=1,
+        max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
         description="Name of a Destination in the run's namespace.",
     )
@@ -220,7 +231,8 @@ class DeliveryRecord(WireModel):
     )
     destination: str = Field(max_length=253, description="The Destination's name.")
     event: str = Field(
-        max_length=128, description="What is told: end (the run ended), turn-<i> (a "
+        max_length=128,
+        description="What is told: end (the run ended), turn-<i> (a "
         "Conversation's turn ended) or approval-<digest> (calls wait for approval).",
     )
     state: DeliveryState = Field(
@@ -233,6 +245,7 @@ class DeliveryRecord(WireModel):
     next_attempt_time: datetime | None = Field(default=None, description="When Retrying tries again.")
     sent_time: datetime | None = Field(default=None, description="When it was Sent.")
     ref: str | None = Field(
-        default=None, max_length=256,
+        default=None,
+        max_length=256,
         description="The receiver's handle of the message (Slack: the message's ts), for updates.",
     )

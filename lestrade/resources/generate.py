@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not write; exit 1 listing the files that are missing or out of date",
     )
-    parser.add_argument(
-        "--root", type=Path, default=REPO_ROOT, help="repository root (default: %(default)s)"
-    )
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: %(default)s)")
     args = parser.parse_args(argv)
     root: Path = args.root
     if args.check:

@@ -52,9 +52,7 @@ def _apply(api_client: client.ApiClient, manifest: dict[str, Any]) -> None:
 def _established(crd: dict[str, Any]) -> bool:
     for cond in (crd.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "NamesAccepted" and cond.get("status") == "False":
-            raise CrdNotEstablished(
-                f"CRD {crd['metadata']['name']}: names not accepted: {cond.get('message')}"
-            )
+            raise CrdNotEstablished(f"CRD {crd['metadata']['name']}: names not accepted: {cond.get('message')}")
         if cond.get("type") == "Established" and cond.get("status") == "True":
             return True
     return False
@@ -68,9 +66,7 @@ def wait_established(api_client: client.ApiClient, name: str, timeout: float = 6
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise CrdNotEstablished(f"CRD {name} not Established after {timeout}s")
-        listing = request_json(
-            api_client, "GET", _CRDS, query={"fieldSelector": f"metadata.name={name}"}
-        )
+        listing = request_json(api_client, "GET", _CRDS, query={"fieldSelector": f"metadata.name={name}"})
         for item in listing.get("items", []):
             if _established(item):
                 return
@@ -136,7 +132,5 @@ def install_crds(api_client: client.ApiClient, wait: bool = True, timeout: float
     if wait:
         deadline = time.monotonic() + timeout
         for manifest in manifests:
-            wait_established(
-                api_client, manifest["metadata"]["name"], max(1.0, deadline - time.monotonic())
-            )
+            wait_established(api_client, manifest["metadata"]["name"], max(1.0, deadline - time.monotonic()))
             wait_discoverable(api_client, manifest, max(1.0, deadline - time.monotonic()))

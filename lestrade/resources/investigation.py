@@ -68,8 +68,7 @@ class InvestigationSpec(WireModel):
     title: str = Field(
         min_length=1,
         max_length=1024,
-        description="Short name of the problem, e.g. the alert name "
-        "('KubePodCrashLooping on shop/web-1'). Required.",
+        description="Short name of the problem, e.g. the alert name ('KubePodCrashLooping on shop/web-1'). Required.",
     )
     description: str | None = Field(
         default=None,
@@ -79,8 +78,7 @@ class InvestigationSpec(WireModel):
     source: str = Field(
         default="kubernetes",
         max_length=253,
-        description="Where the problem was reported: kubernetes, prometheus, pagerduty, "
-        "opsgenie, jira, ...",
+        description="Where the problem was reported: kubernetes, prometheus, pagerduty, opsgenie, jira, ...",
     )
     subject: dict[str, Any] | None = Field(
         default=None,
@@ -102,8 +100,7 @@ class InvestigationSpec(WireModel):
     model: str | None = Field(
         default=None,
         max_length=253,
-        description="Name of the model to use, from the operator's modelList; the default "
-        "model when omitted.",
+        description="Name of the model to use, from the operator's modelList; the default model when omitted.",
     )
     sections: dict[str, SectionText] | None = Field(
         default=None,
@@ -115,7 +112,7 @@ class InvestigationSpec(WireModel):
         default=None,
         max_length=65536,
         description="Structured output: an OpenAI response_format as a JSON string (e.g. "
-        "{\"type\": \"json_schema\", \"json_schema\": {...}}) sent with the run's model calls "
+        '{"type": "json_schema", "json_schema": {...}}) sent with the run\'s model calls '
         "where the provider supports it (elsewhere the sections' instructions ask for the same "
         "JSON object); the sections are then the object's fields.",
     )
@@ -182,14 +179,16 @@ class Finding(WireModel):
     section: str = Field(max_length=1024, description="The section of the analysis it is in.")
     text: str = Field(max_length=4096, description="The finding as the model wrote it.")
     evidence: list[str] = Field(
-        default_factory=list, max_length=50,
+        default_factory=list,
+        max_length=50,
         description="Ids of the tool calls it cites (status.toolCalls / the transcript).",
     )
     grounded: bool = Field(
         description="True when it cites at least one call and every cited call is a call of the run.",
     )
     problem: str | None = Field(
-        default=None, max_length=1024,
+        default=None,
+        max_length=1024,
         description="Why it is not grounded: it cites no tool call, or calls the run never made.",
     )
 
@@ -211,9 +210,7 @@ class InvestigationStatus(WireModel):
             "x-kubernetes-list-map-keys": ["type"],
         },
     )
-    analysis: str | None = Field(
-        default=None, description="The analysis, in markdown, once the run succeeded."
-    )
+    analysis: str | None = Field(default=None, description="The analysis, in markdown, once the run succeeded.")
     sections: dict[str, str] | None = Field(
         default=None, description="The analysis split into the sections asked for in spec."
     )
@@ -236,9 +233,7 @@ class InvestigationStatus(WireModel):
             "x-kubernetes-list-map-keys": ["id"],
         },
     )
-    tool_call_count: int = Field(
-        default=0, ge=0, description="Number of tool calls made so far."
-    )
+    tool_call_count: int = Field(default=0, ge=0, description="Number of tool calls made so far.")
     pending_approvals: list[PendingApproval] = Field(
         default_factory=list,
         description="Tool calls waiting for a decision in spec.decisions.",
@@ -250,15 +245,9 @@ class InvestigationStatus(WireModel):
     usage: Usage | None = Field(default=None, description="Tokens and cost spent so far.")
     steps: int = Field(default=0, ge=0, description="Model calls made so far.")
     start_time: datetime | None = Field(default=None, description="When the run started.")
-    completion_time: datetime | None = Field(
-        default=None, description="When the run Succeeded or Failed."
-    )
-    message: str | None = Field(
-        default=None, description="Human-readable summary of the current state or the error."
-    )
-    model: str | None = Field(
-        default=None, description="The model actually used (spec.model or the default)."
-    )
+    completion_time: datetime | None = Field(default=None, description="When the run Succeeded or Failed.")
+    message: str | None = Field(default=None, description="Human-readable summary of the current state or the error.")
+    model: str | None = Field(default=None, description="The model actually used (spec.model or the default).")
     transcript: TranscriptRef | None = Field(
         default=None, description="Where the full conversation with the model is kept."
     )
@@ -266,9 +255,7 @@ class InvestigationStatus(WireModel):
         default=None,
         description="Who created this resource, as recorded at admission (see README: who sees what).",
     )
-    scope: RunScope | None = Field(
-        default=None, description="What the tools of the latest run may read, and why."
-    )
+    scope: RunScope | None = Field(default=None, description="What the tools of the latest run may read, and why.")
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
     )
@@ -294,15 +281,11 @@ class InvestigationStatus(WireModel):
 class Investigation(WireModel):
     """An Investigation object as read from the apiserver (metadata kept but not validated)."""
 
-    api_version: Literal["lestrade.dev/v1alpha1"] = Field(
-        default=API_VERSION, description="lestrade.dev/v1alpha1"
-    )
+    api_version: Literal["lestrade.dev/v1alpha1"] = Field(default=API_VERSION, description="lestrade.dev/v1alpha1")
     kind: Literal["Investigation"] = Field(default=INVESTIGATION_KIND, description="Investigation")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
     spec: InvestigationSpec = Field(description="What to investigate and how.")
-    status: InvestigationStatus = Field(
-        default_factory=InvestigationStatus, description="What the operator found."
-    )
+    status: InvestigationStatus = Field(default_factory=InvestigationStatus, description="What the operator found.")
 
     @property
     def name(self) -> str | None:
@@ -347,9 +330,7 @@ def immutability_rule() -> dict[str, Any]:
             f"(has(self.spec.{wire}) ? has(oldSelf.spec.{wire}) && "
             f"self.spec.{wire} == oldSelf.spec.{wire} : !has(oldSelf.spec.{wire}))"
         )
-    started = (
-        "has(oldSelf.status) && has(oldSelf.status.phase) && oldSelf.status.phase != 'Pending'"
-    )
+    started = "has(oldSelf.status) && has(oldSelf.status.phase) && oldSelf.status.phase != 'Pending'"
     return cel_rule(
         f"!({started}) || (" + " && ".join(checks) + ")",
         "spec is immutable once the investigation has started; only spec.decisions may change",
@@ -385,7 +366,9 @@ def finished_is_final_rule() -> dict[str, Any]:
 
 
 SELECTABLE_FIELDS: tuple[str, ...] = (
-    ".status.phase", ".spec.ttlSecondsAfterFinished", ".status.delivery",
+    ".status.phase",
+    ".spec.ttlSecondsAfterFinished",
+    ".status.delivery",
 )
 """Fields the apiserver filters lists and watches by (`selectableFields` of the CRD): a
 watcher that only needs unfinished runs (the operator) or finished runs with a TTL (its TTL

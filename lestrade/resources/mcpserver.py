@@ -47,48 +47,77 @@ _GLOB = r"^[A-Za-z0-9_.*?\[\]!/-]{1,128}$"
 class SecretKeyRef(WireModel):
     """One key of a Secret in the MCPServer's namespace."""
 
-    name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-                      description="Name of the Secret (same namespace). It must carry the label "
-                      f"{MCP_CREDENTIALS_LABEL}=true.")
-    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$",
-                     description="Key in the Secret's data whose value is the header's value.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description=f"Name of the Secret (same namespace). It must carry the label {MCP_CREDENTIALS_LABEL}=true.",
+    )
+    key: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key in the Secret's data whose value is the header's value.",
+    )
 
 
 class McpHeader(WireModel):
     """An HTTP header sent with every request to the server, its value taken from a Secret."""
 
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
-                      description="Header name, e.g. Authorization.")
-    secret_key_ref: SecretKeyRef = Field(description="Where the value is; read by the operator "
-                                         "only, never shown in status, Events or to the model.")
+    name: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+        description="Header name, e.g. Authorization.",
+    )
+    secret_key_ref: SecretKeyRef = Field(
+        description="Where the value is; read by the operator only, never shown in status, Events or to the model."
+    )
 
 
 class McpTimeouts(WireModel):
     """How long the operator waits for the server."""
 
-    connect: str = Field(default="10s", pattern=DURATION_PATTERN, max_length=32,
-                         description="Connecting and listing the tools, e.g. 10s.")
-    call: str = Field(default="30s", pattern=DURATION_PATTERN, max_length=32,
-                      description="One tool call, e.g. 30s; past it the model gets a tool error.")
+    connect: str = Field(
+        default="10s",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        description="Connecting and listing the tools, e.g. 10s.",
+    )
+    call: str = Field(
+        default="30s",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+        description="One tool call, e.g. 30s; past it the model gets a tool error.",
+    )
 
 
 class McpToolFilter(WireModel):
     """Which of the server's tools are offered (shell-style globs on the server's tool names)."""
 
-    include: list[str] = Field(default_factory=list, max_length=64,
-                               json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
-                               description="Only tools matching one of these (empty: all).")
-    exclude: list[str] = Field(default_factory=list, max_length=64,
-                               json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
-                               description="Never tools matching one of these (wins over include).")
+    include: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
+        description="Only tools matching one of these (empty: all).",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
+        description="Never tools matching one of these (wins over include).",
+    )
 
 
 class McpApprovalRule(WireModel):
     """The approval policy of some tools; the first rule whose globs match a tool applies."""
 
-    tools: list[str] = Field(min_length=1, max_length=64,
-                             json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
-                             description="Globs on the server's tool names.")
+    tools: list[str] = Field(
+        min_length=1,
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "pattern": _GLOB}},
+        description="Globs on the server's tool names.",
+    )
     approval: Literal["Required", "Unattended"] = Field(
         description="Required: every call waits for a person. Unattended: calls run without "
         "approval, except tools the server marks destructive (destructiveHint), which always wait."
@@ -98,26 +127,36 @@ class McpApprovalRule(WireModel):
 class MCPServerSpec(WireModel):
     """Where the server is and how its tools may be used."""
 
-    url: str = Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s]+$",
-                     description="The server's endpoint, e.g. http://mcp.tools.svc:8000/mcp "
-                     "(streamable HTTP) or http://host:8000/sse (SSE).")
+    url: str = Field(
+        min_length=8,
+        max_length=2048,
+        pattern=r"^https?://[^\s]+$",
+        description="The server's endpoint, e.g. http://mcp.tools.svc:8000/mcp "
+        "(streamable HTTP) or http://host:8000/sse (SSE).",
+    )
     transport: Literal["StreamableHTTP", "SSE"] = Field(
-        default="StreamableHTTP", description="MCP transport: StreamableHTTP (default) or SSE.")
-    headers: list[McpHeader] = Field(default_factory=list, max_length=16,
-                                     description="Headers from Secrets, e.g. Authorization.")
+        default="StreamableHTTP", description="MCP transport: StreamableHTTP (default) or SSE."
+    )
+    headers: list[McpHeader] = Field(
+        default_factory=list, max_length=16, description="Headers from Secrets, e.g. Authorization."
+    )
     timeouts: McpTimeouts = Field(default_factory=McpTimeouts, description="Connect and call timeouts.")
     tools: McpToolFilter = Field(default_factory=McpToolFilter, description="Tool name filters.")
     trust_hints: bool = Field(
         default=False,
         description="true: a tool the server marks readOnlyHint (and not destructiveHint) runs "
         "without approval. false (default): the server's hints are not believed and every call "
-        "waits for approval unless spec.approval says Unattended.")
+        "waits for approval unless spec.approval says Unattended.",
+    )
     approval: list[McpApprovalRule] = Field(
-        default_factory=list, max_length=64,
+        default_factory=list,
+        max_length=64,
         description="Per-tool approval policy, first match wins; tools matching no rule follow "
-        "the hints (see trustHints).")
-    max_output_chars: int = Field(default=30_000, ge=1_000, le=200_000,
-                                  description="A tool's output is cut to this many characters.")
+        "the hints (see trustHints).",
+    )
+    max_output_chars: int = Field(
+        default=30_000, ge=1_000, le=200_000, description="A tool's output is cut to this many characters."
+    )
 
 
 class DiscoveredTool(WireModel):
@@ -146,17 +185,19 @@ class MCPServerStatus(WireModel):
         description="Ready: connected and the tools listed (False names the problem).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
-    tools: list[DiscoveredTool] = Field(default_factory=list, max_length=256,
-                                        description="The tools offered to runs.")
+    tools: list[DiscoveredTool] = Field(default_factory=list, max_length=256, description="The tools offered to runs.")
     tool_count: int | None = Field(default=None, ge=0, description="How many tools are offered.")
-    skipped_tools: list[SkippedTool] = Field(default_factory=list, max_length=64,
-                                             description="Tools not offered (filters, bad names or schemas).")
-    server: str | None = Field(default=None, max_length=128,
-                               description="The name and version the server gave (its own claim).")
+    skipped_tools: list[SkippedTool] = Field(
+        default_factory=list, max_length=64, description="Tools not offered (filters, bad names or schemas)."
+    )
+    server: str | None = Field(
+        default=None, max_length=128, description="The name and version the server gave (its own claim)."
+    )
     last_error: str | None = Field(default=None, max_length=1024, description="The latest failure.")
     last_connected: datetime | None = Field(default=None, description="When the tools were last listed.")
-    observed_generation: int | None = Field(default=None, ge=0,
-                                            description="The .metadata.generation this status reflects.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status reflects."
+    )
 
 
 class MCPServer(WireModel):

@@ -45,8 +45,7 @@ def request_json(
         body=body,
         auth_settings=["BearerToken"],
     )
-    response = api_client.call_api(method, url, header_params=headers, body=body,
-                                   _request_timeout=timeout)
+    response = api_client.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
     data = response.read()
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(

@@ -46,8 +46,7 @@ class ScheduledInvestigationSpec(WireModel):
         min_length=1,
         max_length=256,
         pattern=SCHEDULE_PATTERN,
-        description="Cron schedule, e.g. '0 8 * * *' (every day at 8:00) or '@hourly'; a "
-        "sixth field gives seconds.",
+        description="Cron schedule, e.g. '0 8 * * *' (every day at 8:00) or '@hourly'; a sixth field gives seconds.",
     )
     time_zone: str | None = Field(
         default=None,
@@ -55,9 +54,7 @@ class ScheduledInvestigationSpec(WireModel):
         pattern=r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$",
         description="IANA time zone of the schedule, e.g. Europe/Berlin; UTC when omitted.",
     )
-    suspend: bool = Field(
-        default=False, description="true: no new Investigations until set back to false."
-    )
+    suspend: bool = Field(default=False, description="true: no new Investigations until set back to false.")
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
         default="Allow",
         description="Allow: runs may overlap; Forbid: skip a time while the previous run is "
@@ -69,12 +66,8 @@ class ScheduledInvestigationSpec(WireModel):
         description="A time missed by more than this many seconds (operator down, say) is "
         "skipped; no deadline when omitted.",
     )
-    successful_history_limit: int = Field(
-        default=3, ge=0, le=1000, description="Succeeded Investigations kept."
-    )
-    failed_history_limit: int = Field(
-        default=1, ge=0, le=1000, description="Failed Investigations kept."
-    )
+    successful_history_limit: int = Field(default=3, ge=0, le=1000, description="Succeeded Investigations kept.")
+    failed_history_limit: int = Field(default=1, ge=0, le=1000, description="Failed Investigations kept.")
     investigation: InvestigationSpec = Field(
         description="The Investigation to create at each scheduled time (its sections are the "
         "structured result, e.g. {Healthy: yes or no, Findings: ...})."
@@ -119,6 +112,5 @@ class ScheduledInvestigation(WireModel):
 def schedule_name_rule() -> dict[str, Any]:
     return cel_rule(
         f"self.metadata.name.size() <= {MAX_SCHEDULE_NAME}",
-        f"metadata.name: at most {MAX_SCHEDULE_NAME} characters (its Investigations are "
-        "named <name>-<unix time>)",
+        f"metadata.name: at most {MAX_SCHEDULE_NAME} characters (its Investigations are named <name>-<unix time>)",
     )

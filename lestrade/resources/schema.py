@@ -117,9 +117,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
                 out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
                 out[key] = True
         elif key == "properties":
-            out["properties"] = {
-                name: _convert(sub, defs, f"{path}.{name}") for name, sub in value.items()
-            }
+            out["properties"] = {name: _convert(sub, defs, f"{path}.{name}") for name, sub in value.items()}
         elif key == "items":
             out["items"] = _convert(value, defs, f"{path}[]")
         elif key == "additionalProperties":
@@ -135,9 +133,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
             raise SchemaError(f"{path}: unsupported JSON schema keyword {key!r}")
     if "type" not in out and "const" in node:
         out["type"] = _json_type(node["const"], path)
-    if out.get("type") == "object" and not (
-        "properties" in out or "additionalProperties" in out
-    ):
+    if out.get("type") == "object" and not ("properties" in out or "additionalProperties" in out):
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "type" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
         raise SchemaError(f"{path}: no type (Any is only allowed inside free-form objects)")

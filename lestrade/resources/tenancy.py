@@ -33,26 +33,20 @@ class Requester(WireModel):
     """The Kubernetes identity that created the resource, as the apiserver authenticated it."""
 
     username: str = Field(description="The user name the apiserver authenticated at creation.")
-    groups: list[str] = Field(
-        default_factory=list, description="That user's groups at creation."
-    )
+    groups: list[str] = Field(default_factory=list, description="That user's groups at creation.")
 
 
 class RunScope(WireModel):
     """What the run's tools may read (the Kubernetes API enforces it: the tools act as an
     identity bound to exactly these namespaces)."""
 
-    cluster: bool = Field(
-        default=False, description="True when the tools may read every namespace."
-    )
+    cluster: bool = Field(default=False, description="True when the tools may read every namespace.")
     namespaces: list[str] = Field(
         default_factory=list,
         description="The namespaces the tools may read (besides the cluster-scoped objects "
         "the chart allows, such as nodes); empty when cluster is true.",
     )
-    identity: str | None = Field(
-        default=None, description="The Kubernetes user the tools act as for this run."
-    )
+    identity: str | None = Field(default=None, description="The Kubernetes user the tools act as for this run.")
     reason: str = Field(default="", description="Why the run has this scope (which grants applied).")
 
     def describe(self) -> str:

@@ -47,8 +47,18 @@ ALERT_ROUTE_LABEL = "lestrade.dev/alert-route"  # lestrade.triggers.naming (not 
 _ROOT_CAUSE = re.compile(r"root cause|conclusion|cause", re.I)
 _FIX = re.compile(r"next step|remediation|fix|resolution", re.I)
 _TERM = re.compile(r"\w+", re.UNICODE)
-_RESOURCE_KEYS = ("pod", "deployment", "statefulset", "daemonset", "job_name", "node", "service",
-                  "persistentvolumeclaim", "replicaset", "cronjob")
+_RESOURCE_KEYS = (
+    "pod",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "job_name",
+    "node",
+    "service",
+    "persistentvolumeclaim",
+    "replicaset",
+    "cronjob",
+)
 
 
 @dataclass(frozen=True)
@@ -72,10 +82,17 @@ class Finding:
         """What a reader gets: the run, its age, root cause and fix (not the indexed text)."""
         age = max(0.0, (now or time.time()) - self.finished)
         return {
-            "kind": self.kind, "namespace": self.namespace, "name": self.name, "phase": self.phase,
-            "title": self.title, "alert": self.alert or None,
-            "finished": _iso(self.finished), "age": _age(age), "ageSeconds": int(age),
-            "rootCause": self.root_cause, "fix": self.fix or None,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "phase": self.phase,
+            "title": self.title,
+            "alert": self.alert or None,
+            "finished": _iso(self.finished),
+            "age": _age(age),
+            "ageSeconds": int(age),
+            "rootCause": self.root_cause,
+            "fix": self.fix or None,
             "resources": [{"namespace": ns, "kind": k, "name": n} for ns, k, n in self.resources[:20]],
         }
 
@@ -203,10 +220,19 @@ def finding_of(obj: Mapping[str, Any]) -> Finding | None:
     root = next((v for k, v in sections.items() if _ROOT_CAUSE.search(k) and v), None) or answer
     resources = _involved(obj)
     return Finding(
-        kind=kind, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-        version=str(meta.get("resourceVersion") or ""), created=created, finished=finished or created,
-        phase=phase, title=_text(title, 300), alert=_alert(obj), resources=resources,
-        root_cause=_text(root, ROOT_CAUSE_CHARS), fix=_fix(obj, sections), body=_text(body, BODY_CHARS),
+        kind=kind,
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        version=str(meta.get("resourceVersion") or ""),
+        created=created,
+        finished=finished or created,
+        phase=phase,
+        title=_text(title, 300),
+        alert=_alert(obj),
+        resources=resources,
+        root_cause=_text(root, ROOT_CAUSE_CHARS),
+        fix=_fix(obj, sections),
+        body=_text(body, BODY_CHARS),
     )
 
 
@@ -318,10 +344,13 @@ class FindingsIndex:
             "INSERT INTO runs (id, key, kind, namespace, finished, alert, facts, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, key, finding.kind, finding.namespace, finding.finished, finding.alert, facts, indexed),
         )
-        self._db.execute("INSERT INTO runs_text (rowid, title, alert_text, involved, body) VALUES (?, ?, ?, ?, ?)",
-                         (rowid, *row))
-        self._db.executemany("INSERT INTO involved (run, namespace, kind, name) VALUES (?, ?, ?, ?)",
-                             [(rowid, *r) for r in finding.resources])
+        self._db.execute(
+            "INSERT INTO runs_text (rowid, title, alert_text, involved, body) VALUES (?, ?, ?, ?, ?)", (rowid, *row)
+        )
+        self._db.executemany(
+            "INSERT INTO involved (run, namespace, kind, name) VALUES (?, ?, ?, ?)",
+            [(rowid, *r) for r in finding.resources],
+        )
         self._versions[key] = (rowid, version)
 
     def _remove(self, key: str) -> None:
@@ -331,8 +360,11 @@ class FindingsIndex:
         rowid = entry[0]
         old = self._db.execute("SELECT indexed FROM runs WHERE id = ?", (rowid,)).fetchone()
         if old is not None:  # a contentless index forgets a row given the values it indexed
-            self._db.execute("INSERT INTO runs_text (runs_text, rowid, title, alert_text, involved, body) "
-                             "VALUES ('delete', ?, ?, ?, ?, ?)", (rowid, *json.loads(zlib.decompress(old[0]))))
+            self._db.execute(
+                "INSERT INTO runs_text (runs_text, rowid, title, alert_text, involved, body) "
+                "VALUES ('delete', ?, ?, ?, ?, ?)",
+                (rowid, *json.loads(zlib.decompress(old[0]))),
+            )
         self._db.execute("DELETE FROM runs WHERE id = ?", (rowid,))
         self._db.execute("DELETE FROM involved WHERE run = ?", (rowid,))
 
@@ -340,9 +372,14 @@ class FindingsIndex:
         """(kind, namespace) of every indexed run, for deciding what a reader may read."""
         return list(self._db.execute("SELECT DISTINCT kind, namespace FROM runs ORDER BY kind, namespace"))
 
-    def search(self, query: SearchQuery, namespaces: Iterable[str] | None = None,
-               now: float | None = None, *, readable: Iterable[tuple[str, str]] | None = None,
-               ) -> list[dict[str, Any]]:
+    def search(
+        self,
+        query: SearchQuery,
+        namespaces: Iterable[str] | None = None,
+        now: float | None = None,
+        *,
+        readable: Iterable[tuple[str, str]] | None = None,
+    ) -> list[dict[str, Any]]:
         """The findings that match, best first; only in `namespaces` when given, and only of the
         (kind, namespace) pairs in `readable` when given (what the reader may read: an empty
         list finds nothing)."""
@@ -388,13 +425,19 @@ class FindingsIndex:
         limit = max(1, min(int(query.limit), MAX_RESULTS))
         match = _match(query.text)
         if match:
-            sql = (f"SELECT runs.facts, bm25(runs_text, {_WEIGHTS}) AS score FROM runs_text "
-                   "JOIN runs ON runs.id = runs_text.rowid WHERE runs_text MATCH ?"
-                   + "".join(f" AND {w}" for w in where) + " ORDER BY score, runs.finished DESC LIMIT ?")
+            sql = (
+                f"SELECT runs.facts, bm25(runs_text, {_WEIGHTS}) AS score FROM runs_text "
+                "JOIN runs ON runs.id = runs_text.rowid WHERE runs_text MATCH ?"
+                + "".join(f" AND {w}" for w in where)
+                + " ORDER BY score, runs.finished DESC LIMIT ?"
+            )
             rows = self._db.execute(sql, [match, *args, limit]).fetchall()
         else:
-            sql = ("SELECT runs.facts, 0 FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-                   + " ORDER BY runs.finished DESC LIMIT ?")
+            sql = (
+                "SELECT runs.facts, 0 FROM runs"
+                + (" WHERE " + " AND ".join(where) if where else "")
+                + " ORDER BY runs.finished DESC LIMIT ?"
+            )
             rows = self._db.execute(sql, [*args, limit]).fetchall()
         results = []
         for facts, score in rows:

@@ -83,9 +83,7 @@ class RunFacts:
     pending_approvals: list[PendingApproval]
 
 
-def run_facts(
-    state: TranscriptState, since: int = 0, until: int | None = None, *, settled: bool = False
-) -> RunFacts:
+def run_facts(state: TranscriptState, since: int = 0, until: int | None = None, *, settled: bool = False) -> RunFacts:
     """The facts of the records [since, until) (a Conversation turn starts at its `turn` record
     and ends where the next one starts). `settled`: the run is over, so a call without a result
     never got one."""
@@ -145,9 +143,9 @@ def run_facts(
             status, description = "error", ""
         else:
             status, description = "running", ""
-        listed.append(call.model_copy(
-            update={"status": status, "description": description, "digest": digests.get(call_id, "")}
-        ))
+        listed.append(
+            call.model_copy(update={"status": status, "description": description, "digest": digests.get(call_id, "")})
+        )
     pending = (
         []
         if settled

@@ -155,9 +155,14 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                 for part in message.get("tool_calls") or []:
                     fn = part.get("function") or {}
                     call = {
-                        "seq": seq, "kind": "tool_call", "id": str(part.get("id") or ""),
-                        "name": str(fn.get("name") or "?"), "params": call_arguments(fn.get("arguments")),
-                        "status": "running", "description": "", "output": None,
+                        "seq": seq,
+                        "kind": "tool_call",
+                        "id": str(part.get("id") or ""),
+                        "name": str(fn.get("name") or "?"),
+                        "params": call_arguments(fn.get("arguments")),
+                        "status": "running",
+                        "description": "",
+                        "output": None,
                     }
                     calls[call["id"]] = call  # type: ignore[index]
                     items.append(call)
@@ -179,18 +184,26 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                     call["description"] = str(p.get("description") or "")
             items.append({"seq": seq, "kind": "approval", "pending": pending})
         elif kind == RecordType.DECISION:
-            items.append({
-                "seq": seq, "kind": "decision", "id": record.get("id"),
-                "approved": bool(record.get("approved")), "reason": record.get("reason"),
-            })
+            items.append(
+                {
+                    "seq": seq,
+                    "kind": "decision",
+                    "id": record.get("id"),
+                    "approved": bool(record.get("approved")),
+                    "reason": record.get("reason"),
+                }
+            )
         elif kind == RecordType.TOKENS:
-            items.append({
-                "seq": seq, "kind": "tokens",
-                "promptTokens": int(record.get("promptTokens") or 0),
-                "completionTokens": int(record.get("completionTokens") or 0),
-                "totalTokens": int(record.get("totalTokens") or 0),
-                "cost": float(record.get("cost") or 0.0),
-            })
+            items.append(
+                {
+                    "seq": seq,
+                    "kind": "tokens",
+                    "promptTokens": int(record.get("promptTokens") or 0),
+                    "completionTokens": int(record.get("completionTokens") or 0),
+                    "totalTokens": int(record.get("totalTokens") or 0),
+                    "cost": float(record.get("cost") or 0.0),
+                }
+            )
         elif kind == RecordType.COMPACTION:
             items.append({"seq": seq, "kind": "compaction", "messages": len(record.get("messages") or [])})
         elif kind == RecordType.TURN:
@@ -203,6 +216,12 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                 items.remove(last)
             items.append({"seq": seq, "kind": "answer", "text": text, "sections": record.get("sections")})
         elif kind == RecordType.ERROR:
-            items.append({"seq": seq, "kind": "error", "reason": str(record.get("reason") or ""),
-                          "message": str(record.get("message") or "")})
+            items.append(
+                {
+                    "seq": seq,
+                    "kind": "error",
+                    "reason": str(record.get("reason") or ""),
+                    "message": str(record.get("message") or ""),
+                }
+            )
     return items

@@ -130,7 +130,8 @@ def _is_opening(value: str) -> bool:
     except ValueError:
         return False
     return (
-        isinstance(record, dict) and record.get("t") == RecordType.MESSAGE
+        isinstance(record, dict)
+        and record.get("t") == RecordType.MESSAGE
         and (record.get("message") or {}).get("role") in ("system", "user")
     )
 
@@ -290,9 +291,7 @@ class Transcript:
 
     async def load(self) -> TranscriptState:
         """Reads every chunk of the owner's transcript (empty state when there is none)."""
-        found = await self._kube.get(
-            self._base, labelSelector=f"{TRANSCRIPT_LABEL}={self._owner['uid']}"
-        )
+        found = await self._kube.get(self._base, labelSelector=f"{TRANSCRIPT_LABEL}={self._owner['uid']}")
         items = sorted(
             found.get("items", []),
             key=lambda cm: int(cm["metadata"].get("labels", {}).get(CHUNK_LABEL, "0")),
@@ -350,17 +349,11 @@ class Transcript:
         if call_id not in self.state.launched:
             self.append(RecordType.TOOL_LAUNCHED, id=call_id, digest=digest)
 
-    def append_decision(
-        self, call_id: str, approved: bool, reason: str | None, digest: str | None = None
-    ) -> None:
+    def append_decision(self, call_id: str, approved: bool, reason: str | None, digest: str | None = None) -> None:
         if call_id not in self.state.decisions:
-            self.append(
-                RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest
-            )
+            self.append(RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest)
 
-    def append_compaction(
-        self, messages: list[dict[str, Any]], tokens_before: int = 0, tokens_after: int = 0
-    ) -> None:
+    def append_compaction(self, messages: list[dict[str, Any]], tokens_before: int = 0, tokens_after: int = 0) -> None:
         self.append(
             RecordType.COMPACTION,
             at=len(self.state.messages),
@@ -373,10 +366,7 @@ class Transcript:
         if len(key) + len(value) <= self._part_size:
             return [(key, value)]
         size = self._part_size - len(key) - 4
-        return [
-            (f"{key}.{i:03d}", value[start : start + size])
-            for i, start in enumerate(range(0, len(value), size))
-        ]
+        return [(f"{key}.{i:03d}", value[start : start + size]) for i, start in enumerate(range(0, len(value), size))]
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -412,9 +402,7 @@ class Transcript:
             await self._seal()
         for key, value in entries:
             cost = len(key) + len(value)
-            if self._chunk_bytes + batch_bytes + cost > self._limit and (
-                batch or self._chunk_bytes
-            ):
+            if self._chunk_bytes + batch_bytes + cost > self._limit and (batch or self._chunk_bytes):
                 await self._commit(batch)
                 await self._seal()
                 batch, batch_bytes = {}, 0
@@ -435,9 +423,7 @@ class Transcript:
         if self._chunk_version is not None:
             body["metadata"] = {"resourceVersion": self._chunk_version}
         try:
-            self._chunk_version = await self._kube.patch(
-                f"{self._base}/{name}", body, parse=_resource_version
-            )
+            self._chunk_version = await self._kube.patch(f"{self._base}/{name}", body, parse=_resource_version)
         except Exception as exc:
             if not is_conflict(exc):
                 raise
@@ -456,7 +442,8 @@ class Transcript:
             return
         ours = max((self._record_number(k) for k in data), default=-1)
         foreign = [
-            k for k, v in stored.items()
+            k
+            for k, v in stored.items()
             if data.get(k) != v and (k == SEAL_KEY or self._record_number(k) >= self.stored_records)
         ]
         beyond = [k for k in foreign if k == SEAL_KEY or self._record_number(k) > ours]

@@ -69,8 +69,13 @@ class RunView:
         self.body = body
         meta = body["metadata"]
         self.ref = ObjectRef(
-            self.kind, self.plural, self.short_name, meta["namespace"], meta["name"],
-            meta["uid"], meta.get("generation"),
+            self.kind,
+            self.plural,
+            self.short_name,
+            meta["namespace"],
+            meta["name"],
+            meta["uid"],
+            meta.get("generation"),
         )
         self.status: dict[str, Any] = dict(body.get("status") or {})
         self.decisions: dict[str, Any] = dict((body.get("spec") or {}).get("decisions") or {})
@@ -111,8 +116,7 @@ class RunView:
     def split_decisions(self) -> tuple[list[str], list[str]]:
         """(decided, undecided) ids of status.pendingApprovals according to spec.decisions."""
         decided = [
-            i for i in self.pending_ids
-            if isinstance(self.decisions.get(i), dict) and "approved" in self.decisions[i]
+            i for i in self.pending_ids if isinstance(self.decisions.get(i), dict) and "approved" in self.decisions[i]
         ]
         return decided, [i for i in self.pending_ids if i not in decided]
 

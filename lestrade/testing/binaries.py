@@ -25,7 +25,8 @@ MARK = "binaries"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARK}(*components): the pinned components ({', '.join(ALL_COMPONENTS)}) the test runs; "
+        "markers",
+        f"{MARK}(*components): the pinned components ({', '.join(ALL_COMPONENTS)}) the test runs; "
         "built before the session's first test when missing",
     )
 
@@ -41,8 +42,10 @@ def needed_components(items: list[pytest.Item]) -> list[str]:
         for mark in item.iter_markers(MARK):
             unknown = set(mark.args) - set(ALL_COMPONENTS)
             if unknown:
-                raise pytest.UsageError(f"{item.nodeid}: unknown component(s) {sorted(unknown)} in "
-                                        f"@pytest.mark.{MARK}; known: {', '.join(ALL_COMPONENTS)}")
+                raise pytest.UsageError(
+                    f"{item.nodeid}: unknown component(s) {sorted(unknown)} in "
+                    f"@pytest.mark.{MARK}; known: {', '.join(ALL_COMPONENTS)}"
+                )
             wanted.update(mark.args)
     return [name for name in ALL_COMPONENTS if name in wanted]
 

@@ -72,8 +72,9 @@ class ChartPod:
 
     def start(self, *, ready_timeout: float = 120) -> ChartPod:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        kubeconfig = _self_contained(self.cluster.kubeconfig_for(
-            self.namespace, self.service_account, self.workdir / "kubeconfig"))
+        kubeconfig = _self_contained(
+            self.cluster.kubeconfig_for(self.namespace, self.service_account, self.workdir / "kubeconfig")
+        )
         for container in self.spec["containers"]:
             for port in container.get("ports", []):
                 self.ports.setdefault(int(port["containerPort"]), free_port())
@@ -99,13 +100,18 @@ class ChartPod:
                 env["PATH"] = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
                 if command[0] in ("python", "python3"):
                     command[0] = sys.executable
-            process = ManagedProcess(f"{self.pod_name}/{container['name']}", command,
-                                     self.workdir / f"{container['name']}.log", env=env)
+            process = ManagedProcess(
+                f"{self.pod_name}/{container['name']}", command, self.workdir / f"{container['name']}.log", env=env
+            )
             self.processes[container["name"]] = process.start()
         for container in self.spec["containers"]:
-            wait_until(f"container {container['name']} of {self.pod_name} to be ready",
-                       lambda c=container: self._ready(c), ready_timeout,
-                       interval=0.2, watch=list(self.processes.values()))
+            wait_until(
+                f"container {container['name']} of {self.pod_name} to be ready",
+                lambda c=container: self._ready(c),
+                ready_timeout,
+                interval=0.2,
+                watch=list(self.processes.values()),
+            )
         return self
 
     def stop(self) -> None:
@@ -183,7 +189,7 @@ class ChartPod:
             value = re.sub(rf"^(--[a-z-]+=){port}$", rf"\g<1>{local}", value)
         for mount_path, folder in sorted(mounts.items(), key=lambda m: -len(m[0])):
             if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
-                return folder + value[len(mount_path.rstrip("/")):]
+                return folder + value[len(mount_path.rstrip("/")) :]
         return value
 
     def _ready(self, container: dict[str, Any]) -> bool:

@@ -87,8 +87,7 @@ def namespace(api_client: k8s.ApiClient, request: pytest.FixtureRequest) -> Iter
 def kwok_logs(api_client: k8s.ApiClient, tmp_path: Path) -> Callable[..., None]:
     custom = k8s.CustomObjectsApi(api_client)
 
-    def serve(namespace: str, pod: str, text: str, previous: str | None = None,
-              container: str | None = None) -> None:
+    def serve(namespace: str, pod: str, text: str, previous: str | None = None, container: str | None = None) -> None:
         current = tmp_path / f"{namespace}-{pod}-{container or 'all'}.log"
         current.write_text(as_cri_log(text))
         log: dict[str, object] = {"logsFile": str(current), "follow": False}
@@ -99,9 +98,16 @@ def kwok_logs(api_client: k8s.ApiClient, tmp_path: Path) -> Callable[..., None]:
         if container:
             log["containers"] = [container]
         custom.create_namespaced_custom_object(
-            "kwok.x-k8s.io", "v1alpha1", namespace, "logs",
-            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-             "metadata": {"name": pod, "namespace": namespace}, "spec": {"logs": [log]}},
+            "kwok.x-k8s.io",
+            "v1alpha1",
+            namespace,
+            "logs",
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": pod, "namespace": namespace},
+                "spec": {"logs": [log]},
+            },
         )
         # KWOK picks the Logs object up from its own watch: wait until it serves them, so a
         # test never reads the logs of a pod KWOK does not know to serve yet.

@@ -33,16 +33,30 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "lestrade"
 NOT_APPLIED = {"Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget", "ServiceMonitor"}
 
 
-def render_chart(release: str, namespace: str, values: dict[str, Any] | None = None,
-                 chart: Path = CHART) -> list[dict[str, Any]]:
+def render_chart(
+    release: str, namespace: str, values: dict[str, Any] | None = None, chart: Path = CHART
+) -> list[dict[str, Any]]:
     """`helm template --include-crds` with `values`; fails with helm's message."""
     ensure_binaries(["helm"], quiet=True)
     with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
         json.dump(values or {}, file)
         file.flush()
         proc = subprocess.run(
-            [str(binary_path("helm")), "template", release, str(chart), "--namespace", namespace,
-             "--include-crds", "-f", file.name], capture_output=True, text=True, timeout=120)
+            [
+                str(binary_path("helm")),
+                "template",
+                release,
+                str(chart),
+                "--namespace",
+                namespace,
+                "--include-crds",
+                "-f",
+                file.name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"helm template failed: {proc.stderr}")
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
@@ -60,8 +74,13 @@ def image_runner() -> list[str] | None:
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    proc = subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={kubeconfig}", *args],
-                          input=stdin, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(binary_path("kubectl")), f"--kubeconfig={kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args[:2])} failed: {proc.stderr}")
     return proc.stdout
@@ -89,8 +108,9 @@ class LocalRelease:
         self.pod = self._new_pod().start()
         return self
 
-    def upgrade(self, values: dict[str, Any] | None = None, chart: Path | None = None,
-                runner: list[str] | None = None) -> LocalRelease:
+    def upgrade(
+        self, values: dict[str, Any] | None = None, chart: Path | None = None, runner: list[str] | None = None
+    ) -> LocalRelease:
         """The new objects, then a rolling update of the pod (new one ready, old one stopped).
         `chart` and `runner` (another image, see ChartPod) make it an upgrade across versions."""
         self.values = self.values if values is None else values
@@ -110,14 +130,31 @@ class LocalRelease:
         shared = {"CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
         kept = [d for d in self.docs if d["kind"] not in NOT_APPLIED | shared]
         if kept:
-            subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={self.cluster.kubeconfig}", "delete",
-                            "--ignore-not-found", "--wait=false", "-f", "-"],
-                           input=yaml.safe_dump_all(kept), capture_output=True, text=True, timeout=120)
+            subprocess.run(
+                [
+                    str(binary_path("kubectl")),
+                    f"--kubeconfig={self.cluster.kubeconfig}",
+                    "delete",
+                    "--ignore-not-found",
+                    "--wait=false",
+                    "-f",
+                    "-",
+                ],
+                input=yaml.safe_dump_all(kept),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
     def _new_pod(self) -> ChartPod:
         self.revision += 1
-        return ChartPod(self.deployment, self.cluster, self.workdir / f"pod-{self.revision}",
-                        pod_name=f"{self.name}-{self.revision}", runner=self.runner)
+        return ChartPod(
+            self.deployment,
+            self.cluster,
+            self.workdir / f"pod-{self.revision}",
+            pod_name=f"{self.name}-{self.revision}",
+            runner=self.runner,
+        )
 
     def _apply(self, docs: list[dict[str, Any]]) -> None:
         self.docs = docs
@@ -128,11 +165,27 @@ class LocalRelease:
         if crds:
             _kubectl(kubeconfig, "apply", *manager, "-f", "-", stdin=yaml.safe_dump_all(crds))
             for crd in crds:
-                _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
-                         f"crd/{crd['metadata']['name']}")
+                _kubectl(
+                    kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
+                )
         _kubectl(kubeconfig, "apply", *manager, "-f", "-", stdin=yaml.safe_dump_all(rest))
         # RBAC is enforced from the authorizer's cache: wait until the pod's account has its rights.
         account = self.deployment["spec"]["template"]["spec"].get("serviceAccountName", "default")
-        wait_until(f"RBAC of {self.namespace}/{account}", lambda: _kubectl(
-            kubeconfig, "auth", "can-i", "patch", "investigations.lestrade.dev", "--subresource=status", "-n", self.namespace,
-            f"--as=system:serviceaccount:{self.namespace}:{account}").strip() == "yes", 30)
+        wait_until(
+            f"RBAC of {self.namespace}/{account}",
+            lambda: (
+                _kubectl(
+                    kubeconfig,
+                    "auth",
+                    "can-i",
+                    "patch",
+                    "investigations.lestrade.dev",
+                    "--subresource=status",
+                    "-n",
+                    self.namespace,
+                    f"--as=system:serviceaccount:{self.namespace}:{account}",
+                ).strip()
+                == "yes"
+            ),
+            30,
+        )

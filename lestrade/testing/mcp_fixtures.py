@@ -53,8 +53,9 @@ class McpProcess:
 
     def start(self, timeout: float = 60.0) -> McpProcess:
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while not _listening(self.port):  # the server's own readiness: its port accepts
             if self.process.poll() is not None:
@@ -92,8 +93,15 @@ def mcp_servers(tmp_path: Path) -> Iterator[Callable[..., McpProcess]]:
     def start(require_header: str | None = None) -> McpProcess:
         port = free_port()
         effects = tmp_path / f"effects-{port}"
-        command = [sys.executable, "-m", "lestrade.testing.mcp_testserver", "--port", str(port),
-                   "--effects", str(effects)]
+        command = [
+            sys.executable,
+            "-m",
+            "lestrade.testing.mcp_testserver",
+            "--port",
+            str(port),
+            "--effects",
+            str(effects),
+        ]
         if require_header:
             command += ["--require-header", require_header]
         server = McpProcess(command, port, tmp_path / f"mcp-{port}.log", effects)
@@ -110,9 +118,19 @@ def time_mcp_server(tmp_path: Path) -> Iterator[McpProcess]:
     bin_dir = Path(sys.executable).parent
     port = free_port()
     server = McpProcess(
-        [str(bin_dir / "mcp-proxy"), "--port", str(port), "--host", "127.0.0.1", "--",
-         str(bin_dir / "mcp-server-time"), "--local-timezone", "UTC"],
-        port, tmp_path / "mcp-time.log",
+        [
+            str(bin_dir / "mcp-proxy"),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--",
+            str(bin_dir / "mcp-server-time"),
+            "--local-timezone",
+            "UTC",
+        ],
+        port,
+        tmp_path / "mcp-time.log",
     )
     yield server.start()
     server.stop()

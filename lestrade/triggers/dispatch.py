@@ -64,8 +64,18 @@ logger = logging.getLogger(__name__)
 CONDITION_READY = "Ready"
 CREATED_BY_LABEL = "app.kubernetes.io/created-by"
 # Subject fields taken from the alert's labels when present: what the agent looks at first.
-_SUBJECT_LABELS = ("namespace", "pod", "container", "deployment", "statefulset", "daemonset",
-                   "job_name", "node", "service", "persistentvolumeclaim")
+_SUBJECT_LABELS = (
+    "namespace",
+    "pod",
+    "container",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "job_name",
+    "node",
+    "service",
+    "persistentvolumeclaim",
+)
 
 
 class Creator(Protocol):
@@ -94,9 +104,15 @@ class RouteOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "namespace": self.namespace, "route": self.route, "matched": self.matched,
-            "created": self.created, "deduplicated": self.deduplicated, "dropped": self.dropped,
-            "resolved": self.resolved, "cancelled": self.cancelled, "error": self.error,
+            "namespace": self.namespace,
+            "route": self.route,
+            "matched": self.matched,
+            "created": self.created,
+            "deduplicated": self.deduplicated,
+            "dropped": self.dropped,
+            "resolved": self.resolved,
+            "cancelled": self.cancelled,
+            "error": self.error,
         }
 
 
@@ -141,23 +157,37 @@ class Dispatcher:
         self.now = now
 
     async def dispatch(
-        self, routes: Sequence[dict[str, Any]], alerts: Sequence[Alert], creator: Creator | None = None,
-        *, policy: RoutePolicy | None = None, creator_for: Callable[[str], Creator] | None = None,
+        self,
+        routes: Sequence[dict[str, Any]],
+        alerts: Sequence[Alert],
+        creator: Creator | None = None,
+        *,
+        policy: RoutePolicy | None = None,
+        creator_for: Callable[[str], Creator] | None = None,
     ) -> DispatchResult:
         """Every route against every alert; routes are handled concurrently. With a `policy`,
         routes that can see no alert under it match nothing and say why in their status;
         `creator_for(namespace)` picks who creates a route's Investigations (else `creator`)."""
         outcomes = await asyncio.gather(
-            *(self._route(raw, alerts, (creator_for or (lambda _: creator or self.kube))(
-                str((raw.get("metadata") or {}).get("namespace") or "")), policy)
-              for raw in routes)
+            *(
+                self._route(
+                    raw,
+                    alerts,
+                    (creator_for or (lambda _: creator or self.kube))(
+                        str((raw.get("metadata") or {}).get("namespace") or "")
+                    ),
+                    policy,
+                )
+                for raw in routes
+            )
         )
         return DispatchResult(list(outcomes))
 
     # -- one route --------------------------------------------------------------------------------
 
-    async def _route(self, raw: dict[str, Any], alerts: Sequence[Alert], creator: Creator,
-                     policy: RoutePolicy | None = None) -> RouteOutcome:
+    async def _route(
+        self, raw: dict[str, Any], alerts: Sequence[Alert], creator: Creator, policy: RoutePolicy | None = None
+    ) -> RouteOutcome:
         meta = raw.get("metadata") or {}
         outcome = RouteOutcome(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         try:
@@ -200,8 +230,12 @@ class Dispatcher:
         return {item["metadata"]["name"]: item for item in listing.get("items") or []}
 
     async def _fire(
-        self, compiled: CompiledRoute, firing: list[Alert], existing: dict[str, dict[str, Any]],
-        outcome: RouteOutcome, creator: Creator,
+        self,
+        compiled: CompiledRoute,
+        firing: list[Alert],
+        existing: dict[str, dict[str, Any]],
+        outcome: RouteOutcome,
+        creator: Creator,
     ) -> tuple[int, list[str]]:
         route = compiled.route
         now = self.now()
@@ -245,9 +279,7 @@ class Dispatcher:
                 outcome.error = result
         return refund, taken
 
-    async def _reserve(
-        self, route: AlertRoute, names: list[str], open_names: set[str]
-    ) -> tuple[list[str], list[str]]:
+    async def _reserve(self, route: AlertRoute, names: list[str], open_names: set[str]) -> tuple[list[str], list[str]]:
         """(names this replica may create, names another replica has claimed)."""
         limits = route.spec.limits
         if limits.max_per_interval is None and limits.max_open is None:
@@ -282,9 +314,7 @@ class Dispatcher:
         await self._update_status(route.namespace, route.name, change)
         return decided
 
-    async def _create(
-        self, compiled: CompiledRoute, name: str, alert: Alert, creator: Creator, now: datetime
-    ) -> str:
+    async def _create(self, compiled: CompiledRoute, name: str, alert: Alert, creator: Creator, now: datetime) -> str:
         route = compiled.route
         try:
             body = investigation_manifest(route, name, alert)
@@ -322,8 +352,12 @@ class Dispatcher:
             meta = item["metadata"]
             if ALERT_RESOLVED_ANNOTATION in (meta.get("annotations") or {}):
                 return False
-            patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                                  "annotations": {ALERT_RESOLVED_ANNOTATION: when}}}
+            patch = {
+                "metadata": {
+                    "resourceVersion": meta["resourceVersion"],
+                    "annotations": {ALERT_RESOLVED_ANNOTATION: when},
+                }
+            }
             try:
                 await self.kube.patch(path, patch, parse=False)
                 return True
@@ -354,13 +388,9 @@ class Dispatcher:
             if status.get("phase") not in (None, "Pending"):
                 return False
             message = f"The alert resolved at {when}, before the investigation started"
-            conditions = [
-                c for c in status.get("conditions") or [] if c.get("type") != CONDITION_SUCCEEDED
-            ]
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != CONDITION_SUCCEEDED]
             conditions.append(condition(CONDITION_SUCCEEDED, False, "AlertResolved", message).to_wire())
-            status.update(
-                phase="Failed", message=message, conditions=conditions, completionTime=to_iso(self.now())
-            )
+            status.update(phase="Failed", message=message, conditions=conditions, completionTime=to_iso(self.now()))
             item["status"] = status
             try:
                 await self.kube.request("PUT", f"{path}/status", item, parse=False)
@@ -387,9 +417,14 @@ class Dispatcher:
         def change(status: AlertRouteStatus, now: datetime) -> bool:
             counted = outcome.matched or outcome.created or outcome.deduplicated or outcome.dropped or outcome.resolved
             before = next((c for c in status.conditions if c.type == CONDITION_READY), None)
-            if not counted and before is not None and before.status == ("True" if outcome.error is None else "False") \
-                    and before.message == (outcome.error or before.message) and status.observed_generation == generation \
-                    and (outcome.reason is None or before.reason == outcome.reason):
+            if (
+                not counted
+                and before is not None
+                and before.status == ("True" if outcome.error is None else "False")
+                and before.message == (outcome.error or before.message)
+                and status.observed_generation == generation
+                and (outcome.reason is None or before.reason == outcome.reason)
+            ):
                 return False  # nothing new to say: no write for routes that matched nothing
             status.matched += outcome.matched
             status.created += len(outcome.created)
@@ -399,15 +434,15 @@ class Dispatcher:
             if newest is not None:
                 status.last_investigation = InvestigationRef(name=newest, time=now)
             if refund and status.window is not None:
-                status.window = status.window.model_copy(
-                    update={"created": max(0, status.window.created - refund)}
-                )
+                status.window = status.window.model_copy(update={"created": max(0, status.window.created - refund)})
             if failed:
                 status.claims = [c for c in status.claims if c.name not in failed]
             ok = outcome.error is None or bool(outcome.created)
             ready = condition(
-                CONDITION_READY, outcome.error is None,
-                outcome.reason or ("Valid" if outcome.error is None else ("InvalidRoute" if not ok else "CreateFailed")),
+                CONDITION_READY,
+                outcome.error is None,
+                outcome.reason
+                or ("Valid" if outcome.error is None else ("InvalidRoute" if not ok else "CreateFailed")),
                 outcome.error or (ready_message(route) if route else "The route creates Investigations"),
                 observed_generation=generation,
             )
@@ -513,8 +548,10 @@ def _says(raw: dict[str, Any], reason: str, message: str) -> bool:
     status = raw.get("status") or {}
     if status.get("observedGeneration") != (raw.get("metadata") or {}).get("generation"):
         return False
-    return any(c.get("type") == CONDITION_READY and c.get("reason") == reason and c.get("message") == message
-               for c in status.get("conditions") or [])
+    return any(
+        c.get("type") == CONDITION_READY and c.get("reason") == reason and c.get("message") == message
+        for c in status.get("conditions") or []
+    )
 
 
 def _ready(raw: dict[str, Any]) -> bool:
@@ -533,4 +570,3 @@ def _message(exc: ApiException) -> str:
         return str(json.loads(exc.body or "{}").get("message") or "")
     except json.JSONDecodeError:
         return ""
-

@@ -62,9 +62,7 @@ class CompiledRoute:
 
 def compile_route(route: AlertRoute) -> CompiledRoute:
     """The route ready to match, or RouteError naming the bad field."""
-    predicates = tuple(
-        compile_matcher(m, f"spec.matchers[{i}]") for i, m in enumerate(route.spec.matchers)
-    )
+    predicates = tuple(compile_matcher(m, f"spec.matchers[{i}]") for i, m in enumerate(route.spec.matchers))
     if route.spec.alert_namespace == "Own":
         own = route.namespace
         predicates += (lambda labels: labels.get("namespace") == own,)

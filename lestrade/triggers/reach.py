@@ -88,6 +88,9 @@ def never_matches(route: AlertRoute, policy: RoutePolicy) -> tuple[str, str] | N
 
 def ready_message(route: AlertRoute) -> str:
     """The message of a usable route's Ready condition: what it sees."""
-    sees = ("every alert the matchers accept" if route.spec.alert_namespace == "Any"
-            else f"the alerts whose namespace label is {route.namespace!r}")
+    sees = (
+        "every alert the matchers accept"
+        if route.spec.alert_namespace == "Any"
+        else f"the alerts whose namespace label is {route.namespace!r}"
+    )
     return f"The route sees {sees} and creates Investigations"

@@ -47,8 +47,7 @@ def _variables() -> list[dict[str, str]]:
         },
         {
             "name": "unknown",
-            "expression": "variables.newIds.filter(k, !(k in variables.oldIds) && "
-            "!(k in variables.pendingIds))",
+            "expression": "variables.newIds.filter(k, !(k in variables.oldIds) && !(k in variables.pendingIds))",
         },
         {
             "name": "changed",
@@ -117,9 +116,7 @@ async def install_admission_policy(kube: Kube) -> bool:
         "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
     }
     for manifest in policy_manifests():
-        path = api_path(
-            manifest["apiVersion"], plurals[manifest["kind"]], name=manifest["metadata"]["name"]
-        )
+        path = api_path(manifest["apiVersion"], plurals[manifest["kind"]], name=manifest["metadata"]["name"])
         try:
             await kube.request(
                 "PATCH",
@@ -132,7 +129,8 @@ async def install_admission_policy(kube: Kube) -> bool:
             if exc.status in (401, 403, 404):
                 logger.warning(
                     "not installing the decisions admission policy (%s); bad decisions are "
-                    "reported in the DecisionsAccepted condition instead", exc.reason
+                    "reported in the DecisionsAccepted condition instead",
+                    exc.reason,
                 )
                 return False
             raise

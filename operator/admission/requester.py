@@ -39,7 +39,14 @@ from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS
 CONTEXT_UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
 CONTEXT_WRITE_ANNOTATION = "lestrade.dev/context-write"
 
-__all__ = ["POLICY_NAME", "validating_manifests", "mutating_manifests", "install_requester_policy", "chart_template", "main"]
+__all__ = [
+    "POLICY_NAME",
+    "validating_manifests",
+    "mutating_manifests",
+    "install_requester_policy",
+    "chart_template",
+    "main",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +62,15 @@ def _match(operations: list[str]) -> dict[str, Any]:
         "matchPolicy": "Equivalent",
         "namespaceSelector": {},
         "objectSelector": {},
-        "resourceRules": [{
-            "apiGroups": [GROUP], "apiVersions": [VERSION], "operations": operations,
-            "resources": [INVESTIGATION_PLURAL, CONVERSATION_PLURAL], "scope": "*",
-        }],
+        "resourceRules": [
+            {
+                "apiGroups": [GROUP],
+                "apiVersions": [VERSION],
+                "operations": operations,
+                "resources": [INVESTIGATION_PLURAL, CONVERSATION_PLURAL],
+                "scope": "*",
+            }
+        ],
     }
 
 
@@ -179,8 +191,13 @@ _PLURALS = {
 async def _apply(kube: Kube, manifests: list[dict[str, Any]]) -> None:
     for manifest in manifests:
         path = api_path(manifest["apiVersion"], _PLURALS[manifest["kind"]], name=manifest["metadata"]["name"])
-        await kube.request("PATCH", path, manifest, query={"fieldManager": FIELD_MANAGER, "force": "true"},
-                           content_type="application/apply-patch+yaml")
+        await kube.request(
+            "PATCH",
+            path,
+            manifest,
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            content_type="application/apply-patch+yaml",
+        )
 
 
 async def install_requester_policy(kube: Kube) -> tuple[bool, bool]:
@@ -215,6 +232,7 @@ def chart_template() -> str:
 def main() -> int:
     print(chart_template(), end="")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -64,6 +64,7 @@ from lestrade.operator.tools.base import ToolRegistry
 
 __all__ = ["Agent", "Decision"]
 
+
 class Agent:
     """Runs conversations against one model with one set of tools, prompts and limits."""
 
@@ -160,12 +161,7 @@ class _Run:
         self.steps = sum(1 for m in since_ask if m.get("role") == "assistant")
         ran = {m.get("tool_call_id") for m in since_ask if m.get("role") == "tool"}
         self.guard.seed(
-            (
-                (c.name, c.params)
-                for m in since_ask
-                for c in calls_of(m)
-                if c.params is not None and c.id in ran
-            ),
+            ((c.name, c.params) for m in since_ask for c in calls_of(m) if c.params is not None and c.id in ran),
             (str(m.get("content", "")) for m in since_ask if m.get("role") == "tool"),
         )
 
@@ -322,8 +318,7 @@ class _Run:
             if attempt == 1:
                 raise StopRun(
                     "MalformedToolCall",
-                    f"the model sent tool call arguments that are not valid JSON twice: "
-                    f"{names}: {error}",
+                    f"the model sent tool call arguments that are not valid JSON twice: {names}: {error}",
                 )
             yield ModelRetry(attempt=1, reason="MalformedToolCall", delay=0.0, message=error)
             note = text.MALFORMED_RETRY.format(calls=names, error=error)
@@ -331,9 +326,7 @@ class _Run:
 
     async def _maybe_compact(self) -> AsyncIterator[AgentEvent]:
         context = self.agent.context
-        breakdown = await asyncio.to_thread(
-            token_breakdown, self.messages, self.schemas, self.model_name
-        )
+        breakdown = await asyncio.to_thread(token_breakdown, self.messages, self.schemas, self.model_name)
         before = breakdown["total_tokens"]
         if not over_budget(before, context.input_budget, self.limits.compaction_ratio):
             return
@@ -401,9 +394,7 @@ class _Run:
 
     async def _token_count(self, reply: ModelReply | None) -> TokenCount:
         usage = reply.usage if reply else {}
-        breakdown = await asyncio.to_thread(
-            token_breakdown, self.messages, self.schemas, self.model_name
-        )
+        breakdown = await asyncio.to_thread(token_breakdown, self.messages, self.schemas, self.model_name)
         return TokenCount(
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
@@ -427,8 +418,4 @@ class _Run:
 def _malformed(reply: ModelReply) -> list[tuple[str, str | None]]:
     """(`name (id)`, error) of the reply's calls whose arguments are not a JSON object."""
     parsed = [(raw, parse_arguments(raw.arguments)) for raw in reply.tool_calls]
-    return [
-        (f"{raw.name} ({raw.id or 'no id'})", error)
-        for raw, (params, error) in parsed
-        if params is None
-    ]
+    return [(f"{raw.name} ({raw.id or 'no id'})", error) for raw, (params, error) in parsed if params is None]

@@ -70,8 +70,15 @@ it for the whole import — seconds, 20 s on a starved machine — and made shar
 their lease renewals)."""
 
 __all__ = [
-    "load_litellm", "RawToolCall", "ModelReply", "ModelCallError", "complete", "retry_after_seconds",
-    "cached_prompt_tokens", "wants_cache_breakpoints", "with_cache_breakpoints",
+    "load_litellm",
+    "RawToolCall",
+    "ModelReply",
+    "ModelCallError",
+    "complete",
+    "retry_after_seconds",
+    "cached_prompt_tokens",
+    "wants_cache_breakpoints",
+    "with_cache_breakpoints",
 ]
 
 
@@ -238,10 +245,7 @@ def _reply(response: Any) -> ModelReply:
         for c in getattr(message, "tool_calls", None) or []
     ]
     usage = getattr(response, "usage", None)
-    counts = {
-        key: int(getattr(usage, key, 0) or 0)
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-    }
+    counts = {key: int(getattr(usage, key, 0) or 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
     counts["cached_tokens"] = cached_prompt_tokens(usage)
     try:
         cost = float(_lib().completion_cost(completion_response=response) or 0.0)
@@ -280,8 +284,13 @@ async def complete(
     retries = 0
     try:
         async for item in _complete(
-            settings, messages, max_tokens=max_tokens, limits=limits, deadline=deadline,
-            tools=tools, tool_choice=tool_choice,
+            settings,
+            messages,
+            max_tokens=max_tokens,
+            limits=limits,
+            deadline=deadline,
+            tools=tools,
+            tool_choice=tool_choice,
         ):
             if isinstance(item, ModelRetry):
                 retries += 1
@@ -347,9 +356,7 @@ async def _complete(
         if reason is None:
             raise ModelCallError("ModelError", detail) from error
         if attempt == limits.max_retries:
-            raise ModelCallError(
-                reason, f"model call failed after {attempt + 1} attempts: {detail}"
-            ) from error
+            raise ModelCallError(reason, f"model call failed after {attempt + 1} attempts: {detail}") from error
         wanted = retry_after_seconds(error)
         delay = min(
             wanted if wanted is not None else limits.backoff_base * 2**attempt,

@@ -118,6 +118,5 @@ namespaces, errors, values), 3. tool calls made and what they showed, 4. what wa
 </conversation>"""
 
 SUMMARY_HEADER = (
-    NOTE_PREFIX + " The earlier part of this conversation was compacted to fit the context "
-    "window. Summary of it:\n\n"
+    NOTE_PREFIX + " The earlier part of this conversation was compacted to fit the context window. Summary of it:\n\n"
 )

@@ -61,8 +61,7 @@ DEFAULT_SECTIONS: dict[str, str] = {
     "Conclusions and Possible Root Causes": "The likely root cause(s) the evidence supports, "
     "and what remains uncertain.",
     "Next Steps": "How to fix or investigate further, with exact commands where possible.",
-    "App or Infra?": "Whether this is more likely an application or an infrastructure problem, "
-    "and why.",
+    "App or Infra?": "Whether this is more likely an application or an infrastructure problem, and why.",
     "External links": "Relevant documentation links, one short sentence each.",
 }
 
@@ -116,9 +115,7 @@ def enabled_sections(
         allowed = frozenset() if items == {"none"} else frozenset(items) & allowed
     controls = behavior_controls or {}
     return frozenset(
-        key
-        for key in SECTION_KEYS
-        if key in allowed and bool(controls.get(key, key not in _OFF_BY_DEFAULT))
+        key for key in SECTION_KEYS if key in allowed and bool(controls.get(key, key not in _OFF_BY_DEFAULT))
     )
 
 
@@ -139,11 +136,7 @@ def system_prompt(registry: ToolRegistry, config: PromptConfig) -> str:
         "permission_errors": text.PERMISSION_ERRORS,
         "general_instructions": text.GENERAL_INSTRUCTIONS,
         "style_guide": text.STYLE_GUIDE,
-        "cluster_name": (
-            text.CLUSTER_NAME.format(cluster_name=config.cluster_name)
-            if config.cluster_name
-            else ""
-        ),
+        "cluster_name": (text.CLUSTER_NAME.format(cluster_name=config.cluster_name) if config.cluster_name else ""),
         "system_prompt_additions": config.system_prompt_additions or "",
     }
     return "\n\n".join(parts[key].strip() for key in SYSTEM_SECTIONS if key in on and parts[key])
@@ -166,9 +159,7 @@ def _investigation_text(request: InvestigationRequest) -> str:
     return "\n\n".join(lines)
 
 
-def user_prompt(
-    ask: str | InvestigationRequest, registry: ToolRegistry, config: PromptConfig
-) -> str:
+def user_prompt(ask: str | InvestigationRequest, registry: ToolRegistry, config: PromptConfig) -> str:
     """The user message text: the ask, the requested sections, then enabled user sections."""
     on = enabled_sections(config.behavior_controls, config.enabled_prompts)
     parts = [ask if isinstance(ask, str) else _investigation_text(ask)]
@@ -189,9 +180,7 @@ def user_prompt(
     return "\n\n".join(p for p in parts if p)
 
 
-def first_call_tokens(
-    registry: ToolRegistry, config: PromptConfig | None = None, model: str = ""
-) -> int:
+def first_call_tokens(registry: ToolRegistry, config: PromptConfig | None = None, model: str = "") -> int:
     """Tokens of what every run sends first: the system message and the tool definitions."""
     system = system_prompt(registry, config or PromptConfig())
     return count_text(system, model) + 3 + tools_tokens(registry.schemas(), model)

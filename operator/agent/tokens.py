@@ -59,12 +59,7 @@ def context_limits(settings: Mapping[str, Any], limits: Limits) -> ContextLimits
     the model's `max_tokens` setting, or its info (capped), never more than a quarter of a
     small window unless set explicitly."""
     info = _model_info(str(settings.get("model", "")))
-    window = (
-        limits.context_window
-        or info.get("max_input_tokens")
-        or info.get("max_tokens")
-        or _DEFAULT_WINDOW
-    )
+    window = limits.context_window or info.get("max_input_tokens") or info.get("max_tokens") or _DEFAULT_WINDOW
     explicit = limits.max_output_tokens or settings.get("max_tokens")
     if explicit:
         return ContextLimits(int(window), int(explicit))

@@ -159,9 +159,7 @@ class Turn:
     async def _finish(self, call: Call, output: str) -> tuple[str, Truncation | None]:
         if len(output.encode()) <= self.output_budget:  # a token is at least one byte
             return output, None
-        return await asyncio.to_thread(
-            truncate_tool_output, output, call.id, call.name, self.output_budget, self.model
-        )
+        return await asyncio.to_thread(truncate_tool_output, output, call.id, call.name, self.output_budget, self.model)
 
     async def run(
         self,
@@ -183,7 +181,11 @@ class Turn:
                 work.append((call, tool))
         for call, tool in work:
             yield ToolStarted(
-                call.id, call.name, call.params or {}, describe(tool, call), call.digest,
+                call.id,
+                call.name,
+                call.params or {},
+                describe(tool, call),
+                call.digest,
                 read_only=self.registry.is_read_only(call.name, call.params),
             )
         if work:
@@ -196,9 +198,7 @@ class Turn:
                 out = ran[call.id]
                 status, output = out.status, out.text()
             elif decided[call.id].status == "approval_required":
-                self.pending.append(
-                    PendingApproval(call.id, call.name, describe(tool, call), params, call.digest)
-                )
+                self.pending.append(PendingApproval(call.id, call.name, describe(tool, call), params, call.digest))
                 yield ToolResult(
                     call.id,
                     call.name,

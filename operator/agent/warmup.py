@@ -44,9 +44,7 @@ async def warm_up(models: Iterable[Mapping[str, Any]]) -> float:
             kwargs: dict[str, Any] = {"drop_params": True, **settings}
             for owned in ("timeout", "max_retries", "stream"):
                 kwargs.pop(owned, None)
-            await _lib().acompletion(
-                **kwargs, messages=_PROBE, max_tokens=1, num_retries=0, mock_response="ready"
-            )
+            await _lib().acompletion(**kwargs, messages=_PROBE, max_tokens=1, num_retries=0, mock_response="ready")
         except Exception as exc:  # the run's own call reports what is wrong
             logger.debug("warming the model client for %s failed: %s", settings.get("model"), exc)
     elapsed = time.perf_counter() - began

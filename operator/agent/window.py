@@ -123,9 +123,7 @@ async def compact(
         {"role": "user", "content": text.SUMMARY_REQUEST.format(conversation=conversation)},
     ]
     reply: ModelReply | None = None
-    async for item in complete(
-        settings, request, max_tokens=summary_tokens, limits=limits, deadline=deadline
-    ):
+    async for item in complete(settings, request, max_tokens=summary_tokens, limits=limits, deadline=deadline):
         if isinstance(item, ModelRetry):
             yield item
         else:

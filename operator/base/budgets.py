@@ -45,23 +45,29 @@ SPEND_LIMIT_ANNOTATION = "lestrade.dev/spend-limit"
 _BUCKETS = 60  # a window is kept in this many buckets: the window slides in 1/60 steps
 
 NAMESPACE_SPEND_TOKENS = Gauge(
-    "lestrade_namespace_spend_tokens", "Tokens spent in the namespace's spend-limit window",
+    "lestrade_namespace_spend_tokens",
+    "Tokens spent in the namespace's spend-limit window",
     ["namespace"],
 )
 NAMESPACE_SPEND_COST = Gauge(
-    "lestrade_namespace_spend_cost_dollars", "Cost (USD) spent in the namespace's spend-limit window",
+    "lestrade_namespace_spend_cost_dollars",
+    "Cost (USD) spent in the namespace's spend-limit window",
     ["namespace"],
 )
 NAMESPACE_LIMIT_TOKENS = Gauge(
-    "lestrade_namespace_spend_limit_tokens", "The namespace's token limit per window (0: none)",
+    "lestrade_namespace_spend_limit_tokens",
+    "The namespace's token limit per window (0: none)",
     ["namespace"],
 )
 NAMESPACE_LIMIT_COST = Gauge(
-    "lestrade_namespace_spend_limit_cost_dollars", "The namespace's cost limit per window (0: none)",
+    "lestrade_namespace_spend_limit_cost_dollars",
+    "The namespace's cost limit per window (0: none)",
     ["namespace"],
 )
 BUDGET_STOPS = Counter(
-    "lestrade_budget_stops_total", "Runs refused or stopped by a budget", ["kind", "reason"],
+    "lestrade_budget_stops_total",
+    "Runs refused or stopped by a budget",
+    ["kind", "reason"],
 )
 
 
@@ -209,12 +215,16 @@ class Ledger:
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
-                    body = {"apiVersion": "v1", "kind": "ConfigMap",
-                            "metadata": {"name": self._path(namespace).rsplit("/", 1)[-1],
-                                         "labels": {"app.kubernetes.io/part-of": "lestrade",
-                                                    "lestrade.dev/spend-ledger": "true"},
-                                         "annotations": {"lestrade.dev/namespace": namespace}},
-                            "data": {key: f"{tokens} {cost!r}"}}
+                    body = {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {
+                            "name": self._path(namespace).rsplit("/", 1)[-1],
+                            "labels": {"app.kubernetes.io/part-of": "lestrade", "lestrade.dev/spend-ledger": "true"},
+                            "annotations": {"lestrade.dev/namespace": namespace},
+                        },
+                        "data": {key: f"{tokens} {cost!r}"},
+                    }
                     try:
                         await self.kube.create(self._path(), body, parse=False)
                         break

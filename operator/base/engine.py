@@ -71,9 +71,7 @@ class Engine:
     def ledger(self) -> Ledger:
         """The namespaces' spend (budgets.py), made on first use."""
         if self._ledger is None:
-            self._ledger = Ledger(
-                self.kube, self.settings.spend_ledger_namespace, self.settings.namespace_spend_limit
-            )
+            self._ledger = Ledger(self.kube, self.settings.spend_ledger_namespace, self.settings.namespace_spend_limit)
         return self._ledger
 
     async def aclose(self) -> None:

@@ -17,8 +17,18 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-__all__ = ["RunMeter", "ApprovalWaits", "run_ended", "run_failed", "serve", "APPROVALS",
-           "mcp_tool_call", "MCP_SERVER_UP", "MCP_DISCOVERIES", "MCP_TOOLS"]
+__all__ = [
+    "RunMeter",
+    "ApprovalWaits",
+    "run_ended",
+    "run_failed",
+    "serve",
+    "APPROVALS",
+    "mcp_tool_call",
+    "MCP_SERVER_UP",
+    "MCP_DISCOVERIES",
+    "MCP_TOOLS",
+]
 
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
@@ -34,46 +44,64 @@ RUNS_ACTIVE = Gauge("lestrade_runs_active", "Attempts running in this operator n
 RUN_DURATION = Histogram(
     "lestrade_run_duration_seconds",
     "From the start of a run (or turn) to its end, waits for approval included.",
-    ["kind", "phase"], buckets=_DURATION_BUCKETS,
+    ["kind", "phase"],
+    buckets=_DURATION_BUCKETS,
 )
 RUN_STEPS = Histogram(
-    "lestrade_run_steps", "Model calls (steps) of a finished run or turn.", ["kind"],
+    "lestrade_run_steps",
+    "Model calls (steps) of a finished run or turn.",
+    ["kind"],
     buckets=(1, 2, 3, 5, 8, 13, 20, 30, 50, 100),
 )
 RUN_BUDGET = Histogram(
-    "lestrade_run_step_budget_used_ratio", "Steps a finished run used over its maxSteps.", ["kind"],
+    "lestrade_run_step_budget_used_ratio",
+    "Steps a finished run used over its maxSteps.",
+    ["kind"],
     buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0),
 )
 MODEL_CALLS = Counter("lestrade_model_calls", "Model calls that answered, by model.", ["model"])
 MODEL_LATENCY = Histogram(
-    "lestrade_model_call_duration_seconds", "Duration of a model call that answered.", ["model"],
+    "lestrade_model_call_duration_seconds",
+    "Duration of a model call that answered.",
+    ["model"],
     buckets=_LATENCY_BUCKETS,
 )
 MODEL_RETRIES = Counter(
-    "lestrade_model_retries", "Model calls that failed and were retried, by reason.", ["model", "reason"],
+    "lestrade_model_retries",
+    "Model calls that failed and were retried, by reason.",
+    ["model", "reason"],
 )
 TOKENS = Counter(
-    "lestrade_model_tokens", "Tokens the provider reported, by model, namespace and type "
+    "lestrade_model_tokens",
+    "Tokens the provider reported, by model, namespace and type "
     "(prompt or completion; cached: the part of prompt read from the provider's prompt cache).",
     ["model", "namespace", "type"],
 )
 COST = Counter(
-    "lestrade_model_cost_dollars", "Cost in US dollars litellm reported, by model and namespace.",
+    "lestrade_model_cost_dollars",
+    "Cost in US dollars litellm reported, by model and namespace.",
     ["model", "namespace"],
 )
 TOOL_CALLS = Counter(
-    "lestrade_tool_calls", "Tool calls that ended, by tool and outcome (success, error, no_data, denied).",
+    "lestrade_tool_calls",
+    "Tool calls that ended, by tool and outcome (success, error, no_data, denied).",
     ["tool", "outcome"],
 )
 TOOL_DURATION = Histogram(
-    "lestrade_tool_call_duration_seconds", "Duration of a tool call that ran.", ["tool"],
+    "lestrade_tool_call_duration_seconds",
+    "Duration of a tool call that ran.",
+    ["tool"],
     buckets=_LATENCY_BUCKETS,
 )
 APPROVALS_PENDING = Gauge(
-    "lestrade_approvals_pending", "Tool calls waiting for a decision, as this operator sees them.", ["kind"],
+    "lestrade_approvals_pending",
+    "Tool calls waiting for a decision, as this operator sees them.",
+    ["kind"],
 )
 APPROVAL_WAIT = Histogram(
-    "lestrade_approval_wait_seconds", "From a run's pause for approval to its decisions.", ["kind"],
+    "lestrade_approval_wait_seconds",
+    "From a run's pause for approval to its decisions.",
+    ["kind"],
     buckets=(5, 15, 30, 60, 300, 900, 1800, 3600, 14400, 86400),
 )
 
@@ -81,17 +109,23 @@ APPROVAL_WAIT = Histogram(
 # MCP servers: `server` is an MCPServer's namespace/name, `tool` one of the tools it listed
 # (at most 128 per server, names validated), so the label sets are bounded by the resources.
 MCP_CALLS = Counter(
-    "lestrade_mcp_tool_calls", "Calls of MCP servers' tools, by outcome (success, error, no_data).",
+    "lestrade_mcp_tool_calls",
+    "Calls of MCP servers' tools, by outcome (success, error, no_data).",
     ["server", "tool", "outcome"],
 )
 MCP_DURATION = Histogram(
-    "lestrade_mcp_tool_call_duration_seconds", "Duration of MCP tool calls (connect included).",
-    ["server", "tool"], buckets=_LATENCY_BUCKETS,
+    "lestrade_mcp_tool_call_duration_seconds",
+    "Duration of MCP tool calls (connect included).",
+    ["server", "tool"],
+    buckets=_LATENCY_BUCKETS,
 )
-MCP_SERVER_UP = Gauge("lestrade_mcp_server_up", "1 when the MCP server's tools were listed at the last try.", ["server"])
+MCP_SERVER_UP = Gauge(
+    "lestrade_mcp_server_up", "1 when the MCP server's tools were listed at the last try.", ["server"]
+)
 MCP_TOOLS = Gauge("lestrade_mcp_server_tools", "Tools the MCP server offers to runs.", ["server"])
 MCP_DISCOVERIES = Counter(
-    "lestrade_mcp_discoveries", "Connections to MCP servers to list their tools, by outcome (ok, error).",
+    "lestrade_mcp_discoveries",
+    "Connections to MCP servers to list their tools, by outcome (ok, error).",
     ["server", "outcome"],
 )
 
@@ -145,8 +179,9 @@ class RunMeter:
             TOOL_DURATION.labels(tool).observe(time.monotonic() - started[1])
 
 
-def run_ended(kind: str, phase: str, started: float | None, steps: int | None = None,
-              max_steps: int | None = None) -> None:
+def run_ended(
+    kind: str, phase: str, started: float | None, steps: int | None = None, max_steps: int | None = None
+) -> None:
     """A run (or turn) reached `phase`; `started` is its start as a unix time."""
     RUNS.labels(kind, phase).inc()
     if phase == "AwaitingApproval":

@@ -40,7 +40,10 @@ class EventRecorder:
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
 
     def post(
-        self, reason: str, message: str, type: Literal["Normal", "Warning"] = "Normal"  # noqa: A002
+        self,
+        reason: str,
+        message: str,
+        type: Literal["Normal", "Warning"] = "Normal",  # noqa: A002
     ) -> None:
         task = asyncio.create_task(self._post(reason, message, type), name=f"event {reason}")
         self._tasks.add(task)

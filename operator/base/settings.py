@@ -229,8 +229,10 @@ class OperatorSettings:
             "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
             "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
             "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
-            "runbook_namespaces": tuple(n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",")
-                                        if n.strip()) or (_own_namespace(env),),
+            "runbook_namespaces": tuple(
+                n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",") if n.strip()
+            )
+            or (_own_namespace(env),),
             "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
             "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
             "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
@@ -245,7 +247,8 @@ class OperatorSettings:
             "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
             "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
             "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
-            "replica_name": env.get("LESTRADE_REPLICA_NAME") or env.get("POD_NAME")
+            "replica_name": env.get("LESTRADE_REPLICA_NAME")
+            or env.get("POD_NAME")
             or f"{socket.gethostname()}-{os.getpid()}",
             "replica_group": env.get("LESTRADE_REPLICA_GROUP") or "lestrade",
             "lease_namespace": _own_namespace(env),
@@ -267,7 +270,6 @@ class OperatorSettings:
             raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
         if not (0 < values["lease_renew_interval"] < values["lease_renew_deadline"] < values["lease_duration"]):
             raise ValueError(
-                "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < "
-                "LESTRADE_LEASE_DURATION is required"
+                "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < LESTRADE_LEASE_DURATION is required"
             )
         return cls(**values)

@@ -31,7 +31,9 @@ def tracing_enabled(env: Mapping[str, str]) -> bool:
     )
 
 
-def configure_tracing(env: Mapping[str, str] | None = None, service_name: str = "lestrade-operator") -> Callable[[], None] | None:
+def configure_tracing(
+    env: Mapping[str, str] | None = None, service_name: str = "lestrade-operator"
+) -> Callable[[], None] | None:
     """Installs the process's tracer provider when tracing is on; returns its shutdown (which
     sends what is still buffered), or None when tracing is off."""
     env = os.environ if env is None else env
@@ -43,7 +45,9 @@ def configure_tracing(env: Mapping[str, str] | None = None, service_name: str = 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    )
     if protocol != "http/protobuf":
         logger.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s is not supported; sending http/protobuf", protocol)
     resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or service_name})

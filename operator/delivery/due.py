@@ -24,11 +24,27 @@ from lestrade.resources.destination import DeliveryCondition
 
 __all__ = ["Due", "due_messages", "has_finding", "run_finished", "NO_FINDING_ANSWERS"]
 
-NO_FINDING_ANSWERS = frozenset({
-    "", "none", "no", "n/a", "na", "nothing", "nil", "no finding", "no findings",
-    "nothing found", "no issues", "no issues found", "no problems", "no problems found",
-    "healthy", "all good", "ok",
-})
+NO_FINDING_ANSWERS = frozenset(
+    {
+        "",
+        "none",
+        "no",
+        "n/a",
+        "na",
+        "nothing",
+        "nil",
+        "no finding",
+        "no findings",
+        "nothing found",
+        "no issues",
+        "no issues found",
+        "no problems",
+        "no problems found",
+        "healthy",
+        "all good",
+        "ok",
+    }
+)
 """What a check that found nothing answers (normalised: lower case, no markdown marks or
 trailing punctuation). A scheduled check asks for a `Findings` section and gets one of these."""
 
@@ -86,9 +102,7 @@ def run_finished(body: Mapping[str, Any]) -> bool:
     if body.get("kind") == "Conversation":
         asked = len((body.get("spec") or {}).get("turns") or [])
         turns = status.get("turns") or []
-        return len(turns) >= asked and all(
-            t.get("phase") in (Phase.ANSWERED, Phase.FAILED) for t in turns
-        )
+        return len(turns) >= asked and all(t.get("phase") in (Phase.ANSWERED, Phase.FAILED) for t in turns)
     return phase in (Phase.SUCCEEDED, Phase.FAILED)
 
 

@@ -44,7 +44,10 @@ def _reason(status: Mapping[str, Any]) -> str | None:
 
 
 def build_payload(
-    body: Mapping[str, Any], due: Due, *, console_url: str | None = None,
+    body: Mapping[str, Any],
+    due: Due,
+    *,
+    console_url: str | None = None,
     resolves: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The message `due` as payload v1. `resolves`: ids of earlier pause messages to the same

@@ -89,7 +89,8 @@ class Sender:
         if labels.get(DESTINATION_SECRET_LABEL) != "true":
             raise _Refused(
                 f"Secret {namespace}/{ref.name} lacks the label {DESTINATION_SECRET_LABEL}=true "
-                "(the Secret's owner consents to its use by destinations with it)", retry=True,
+                "(the Secret's owner consents to its use by destinations with it)",
+                retry=True,
             )
         data = (raw.get("data") or {}).get(ref.key)
         if data is None:
@@ -97,7 +98,12 @@ class Sender:
         return base64.b64decode(data).decode("utf-8").strip()
 
     async def send(
-        self, namespace: str, destination: str, payload: Mapping[str, Any], *, update_ref: str | None = None,
+        self,
+        namespace: str,
+        destination: str,
+        payload: Mapping[str, Any],
+        *,
+        update_ref: str | None = None,
     ) -> Outcome:
         """Sends `payload` to the named Destination. `update_ref`: the receiver's handle of an
         earlier message this one replaces (Slack bot tokens update it in place)."""
@@ -116,14 +122,19 @@ class Sender:
         except _Refused as exc:
             return Outcome(False, exc.retry, str(exc)[:ERROR_CHARS], policy=policy)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return Outcome(False, True, f"{type(exc).__name__}: {exc}"[:ERROR_CHARS] or "connection failed", policy=policy)
+            return Outcome(
+                False, True, f"{type(exc).__name__}: {exc}"[:ERROR_CHARS] or "connection failed", policy=policy
+            )
         return Outcome(True, ref=ref, policy=policy)
 
     # -- per type ---------------------------------------------------------------------------------
 
     async def _post(self, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         async with self._http().post(
-            url, data=body, headers={"Content-Type": "application/json", **headers}, allow_redirects=False,
+            url,
+            data=body,
+            headers={"Content-Type": "application/json", **headers},
+            allow_redirects=False,
         ) as response:
             return response.status, await response.read()
 
@@ -153,7 +164,11 @@ class Sender:
         self._check(*await self._post(url, body, {DELIVERY_HEADER: payload["id"]}))
 
     async def _slack(
-        self, namespace: str, dest: Destination, payload: Mapping[str, Any], update_ref: str | None,
+        self,
+        namespace: str,
+        dest: Destination,
+        payload: Mapping[str, Any],
+        update_ref: str | None,
     ) -> str | None:
         spec = dest.spec.slack
         assert spec is not None
@@ -168,7 +183,8 @@ class Sender:
             channel, ts = update_ref.split("/", 1)
             method, body = "chat.update", {"channel": channel, "ts": ts, **message}
         status, text = await self._post(
-            f"{spec.api_url.rstrip('/')}/{method}", json.dumps(body).encode(),
+            f"{spec.api_url.rstrip('/')}/{method}",
+            json.dumps(body).encode(),
             {"Authorization": f"Bearer {token}", DELIVERY_HEADER: payload["id"]},
         )
         self._check(status, text)

@@ -33,8 +33,10 @@ APPROVE_ACTION = "lestrade.approve"
 DENY_ACTION = "lestrade.deny"
 
 _PHASE_EMOJI = {
-    "Succeeded": ":white_check_mark:", "Answered": ":white_check_mark:",
-    "Failed": ":x:", "AwaitingApproval": ":raised_hand:",
+    "Succeeded": ":white_check_mark:",
+    "Answered": ":white_check_mark:",
+    "Failed": ":x:",
+    "AwaitingApproval": ":raised_hand:",
 }
 
 
@@ -69,12 +71,21 @@ def slack_message(payload: Mapping[str, Any]) -> dict[str, Any]:
     usage = run.get("usage") or {}
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, HEADER_CHARS), "emoji": False}},
-        {"type": "section", "fields": [
-            {"type": "mrkdwn", "text": _cut(f"*Phase*\n{_PHASE_EMOJI.get(phase, '')} {escape(phase)}".strip(), FIELD_CHARS)},
-            {"type": "mrkdwn", "text": f"*Cost*\n${float(usage.get('cost') or 0):.4f} ({int(usage.get('totalTokens') or 0)} tokens)"},
-            {"type": "mrkdwn", "text": _cut(f"*Run*\n{escape(kind_name)}", FIELD_CHARS)},
-            {"type": "mrkdwn", "text": _cut(f"*Model*\n{escape(run.get('model') or '-')}", FIELD_CHARS)},
-        ]},
+        {
+            "type": "section",
+            "fields": [
+                {
+                    "type": "mrkdwn",
+                    "text": _cut(f"*Phase*\n{_PHASE_EMOJI.get(phase, '')} {escape(phase)}".strip(), FIELD_CHARS),
+                },
+                {
+                    "type": "mrkdwn",
+                    "text": f"*Cost*\n${float(usage.get('cost') or 0):.4f} ({int(usage.get('totalTokens') or 0)} tokens)",
+                },
+                {"type": "mrkdwn", "text": _cut(f"*Run*\n{escape(kind_name)}", FIELD_CHARS)},
+                {"type": "mrkdwn", "text": _cut(f"*Model*\n{escape(run.get('model') or '-')}", FIELD_CHARS)},
+            ],
+        },
     ]
     if run.get("message") and phase == "Failed":
         blocks.append(_section(f"*Error*\n{escape(run['message'])}"))
@@ -88,29 +99,69 @@ def slack_message(payload: Mapping[str, Any]) -> dict[str, Any]:
     elif run.get("analysis"):
         blocks.append(_section(_mrkdwn(run["analysis"])))
     for call in (payload.get("pendingApprovals") or [])[:MAX_CALLS]:
-        blocks.append(_section(
-            f"*Waiting for approval:* `{escape(call['toolName'])}`\n{escape(call.get('description') or '')}"
-        ))
-        value = json.dumps({
-            "kind": run["kind"], "namespace": run["namespace"], "name": run["name"],
-            "uid": run["uid"], "call": call["toolCallId"], "digest": call.get("digest"),
-        }, separators=(",", ":"))
+        blocks.append(
+            _section(f"*Waiting for approval:* `{escape(call['toolName'])}`\n{escape(call.get('description') or '')}")
+        )
+        value = json.dumps(
+            {
+                "kind": run["kind"],
+                "namespace": run["namespace"],
+                "name": run["name"],
+                "uid": run["uid"],
+                "call": call["toolCallId"],
+                "digest": call.get("digest"),
+            },
+            separators=(",", ":"),
+        )
         if len(value) > BUTTON_VALUE_CHARS:
             continue  # cannot happen with Kubernetes names and sha256 digests; never cut an id
-        blocks.append({"type": "actions", "block_id": _cut(f"lestrade-{call['toolCallId']}", 255), "elements": [
-            {"type": "button", "action_id": APPROVE_ACTION, "style": "primary", "value": value,
-             "text": {"type": "plain_text", "text": "Approve", "emoji": False}},
-            {"type": "button", "action_id": DENY_ACTION, "style": "danger", "value": value,
-             "text": {"type": "plain_text", "text": "Deny", "emoji": False}},
-        ]})
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": _cut(f"lestrade-{call['toolCallId']}", 255),
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": APPROVE_ACTION,
+                        "style": "primary",
+                        "value": value,
+                        "text": {"type": "plain_text", "text": "Approve", "emoji": False},
+                    },
+                    {
+                        "type": "button",
+                        "action_id": DENY_ACTION,
+                        "style": "danger",
+                        "value": value,
+                        "text": {"type": "plain_text", "text": "Deny", "emoji": False},
+                    },
+                ],
+            }
+        )
     if run.get("url"):
-        blocks.append({"type": "actions", "elements": [{
-            "type": "button", "action_id": "lestrade.open", "url": _cut(run["url"], 3000),
-            "text": {"type": "plain_text", "text": "Open in the console", "emoji": False},
-        }]})
-    blocks.append({"type": "context", "elements": [
-        {"type": "mrkdwn", "text": _cut(escape(f"Lestrade · {payload['event']} · {payload['id']}"), FIELD_CHARS)},
-    ]})
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "lestrade.open",
+                        "url": _cut(run["url"], 3000),
+                        "text": {"type": "plain_text", "text": "Open in the console", "emoji": False},
+                    }
+                ],
+            }
+        )
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": _cut(escape(f"Lestrade · {payload['event']} · {payload['id']}"), FIELD_CHARS),
+                },
+            ],
+        }
+    )
     fallback = f"{phase}: {title}"
     return {"text": _cut(escape(fallback), SECTION_CHARS), "blocks": blocks[:MAX_BLOCKS]}
 

@@ -40,12 +40,18 @@ def teams_message(payload: Mapping[str, Any]) -> dict[str, Any]:
         name += f" (turn {run['turn'] + 1})"
     body: list[dict[str, Any]] = [
         _text(_inert(run.get("title") or name), size="Medium", weight="Bolder"),
-        {"type": "FactSet", "facts": [
-            {"title": "Phase", "value": _inert(run.get("phase") or "Unknown")},
-            {"title": "Cost", "value": f"${float(usage.get('cost') or 0):.4f} ({int(usage.get('totalTokens') or 0)} tokens)"},
-            {"title": "Run", "value": _inert(name)},
-            {"title": "Model", "value": _inert(run.get("model") or "-")},
-        ]},
+        {
+            "type": "FactSet",
+            "facts": [
+                {"title": "Phase", "value": _inert(run.get("phase") or "Unknown")},
+                {
+                    "title": "Cost",
+                    "value": f"${float(usage.get('cost') or 0):.4f} ({int(usage.get('totalTokens') or 0)} tokens)",
+                },
+                {"title": "Run", "value": _inert(name)},
+                {"title": "Model", "value": _inert(run.get("model") or "-")},
+            ],
+        },
     ]
     if run.get("phase") == "Failed" and run.get("message"):
         body.append(_text(_inert(run["message"]), color="Attention"))
@@ -55,8 +61,13 @@ def teams_message(payload: Mapping[str, Any]) -> dict[str, Any]:
     if not run.get("sections") and run.get("analysis"):
         body.append(_text(_inert(run["analysis"]), separator=True))
     for call in payload.get("pendingApprovals") or []:
-        body.append(_text(_inert(f"Waiting for approval: {call['toolName']} — {call.get('description') or ''}"),
-                          weight="Bolder", separator=True))
+        body.append(
+            _text(
+                _inert(f"Waiting for approval: {call['toolName']} — {call.get('description') or ''}"),
+                weight="Bolder",
+                separator=True,
+            )
+        )
     actions = []
     if run.get("url"):
         actions.append({"type": "Action.OpenUrl", "title": "Open in the console", "url": run["url"]})
@@ -68,9 +79,16 @@ def teams_message(payload: Mapping[str, Any]) -> dict[str, Any]:
         "actions": actions,
         "msteams": {"width": "Full"},
     }
-    message = {"type": "message", "attachments": [{
-        "contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None, "content": card,
-    }]}
+    message = {
+        "type": "message",
+        "attachments": [
+            {
+                "contentType": "application/vnd.microsoft.card.adaptive",
+                "contentUrl": None,
+                "content": card,
+            }
+        ],
+    }
     # Teams refuses messages over 28 KB: drop the longest text blocks' tails until it fits.
     while len(json.dumps(message).encode()) > MAX_BYTES:
         longest = max((b for b in body if b["type"] == "TextBlock"), key=lambda b: len(b["text"]))

@@ -76,8 +76,14 @@ def _rv(obj: Mapping[str, Any]) -> int:
 
 class DeliveryWatch:
     def __init__(
-        self, kube: Kube, *, timeout: float = 10.0, console_url: str | None = None,
-        api_url: str | None = None, decision_key: bytes | None = None, link_lifetime: float = 86400.0,
+        self,
+        kube: Kube,
+        *,
+        timeout: float = 10.0,
+        console_url: str | None = None,
+        api_url: str | None = None,
+        decision_key: bytes | None = None,
+        link_lifetime: float = 86400.0,
     ) -> None:
         self.kube = kube
         self.api_url = api_url
@@ -120,8 +126,11 @@ class DeliveryWatch:
                     # A CRD older than this operator: no status.delivery to select by, and no
                     # spec.deliver either (the apiserver prunes it), so nothing to send. Not a
                     # watch of every run instead; apply the new CRDs and restart.
-                    logger.warning("no delivery for %s: its CRD cannot select status.delivery "
-                                   "(apply this version's CRDs): %s", path, exc.reason)
+                    logger.warning(
+                        "no delivery for %s: its CRD cannot select status.delivery (apply this version's CRDs): %s",
+                        path,
+                        exc.reason,
+                    )
                     return
                 logger.warning("delivery watch of %s failed, listing again: %s", path, exc)
                 await asyncio.sleep(RETRY_DELAY)
@@ -254,7 +263,11 @@ class DeliveryWatch:
     def _records(obj: Mapping[str, Any], record: dict[str, Any], due: Sequence[Due]) -> list[dict[str, Any]]:
         others = [r for r in (obj.get("status") or {}).get("deliveries") or [] if r.get("id") != record["id"]]
         open_ids = {d.id for d in due}
-        settled = [r for r in others if r.get("id") not in open_ids and r.get("state") in (DeliveryState.SENT, DeliveryState.FAILED)]
+        settled = [
+            r
+            for r in others
+            if r.get("id") not in open_ids and r.get("state") in (DeliveryState.SENT, DeliveryState.FAILED)
+        ]
         drop = {id(r) for r in settled[: max(0, len(settled) - KEEP_SETTLED)]}
         return [r for r in others if id(r) not in drop] + [record]
 
@@ -262,8 +275,13 @@ class DeliveryWatch:
         all_due = due_messages(obj)
         attempts = int((record or {}).get("attempts") or 0) + 1
         claim = {
-            **(record or {}), "id": due.id, "destination": due.destination, "event": due.event,
-            "state": DeliveryState.SENDING.value, "attempts": attempts, "lastAttemptTime": now_iso(),
+            **(record or {}),
+            "id": due.id,
+            "destination": due.destination,
+            "event": due.event,
+            "state": DeliveryState.SENDING.value,
+            "attempts": attempts,
+            "lastAttemptTime": now_iso(),
             "nextAttemptTime": None,
         }
         claim = {k: v for k, v in claim.items() if v is not None}
@@ -273,9 +291,12 @@ class DeliveryWatch:
         # Earlier pause messages to this destination that this end closes (firing -> resolved).
         pauses = f"{due.event}-approval-" if due.turn is not None else "approval-"
         earlier = [
-            r for r in (obj.get("status") or {}).get("deliveries") or []
-            if due.status == "resolved" and r.get("destination") == due.destination
-            and r.get("state") == DeliveryState.SENT and (r.get("event") or "").startswith(pauses)
+            r
+            for r in (obj.get("status") or {}).get("deliveries") or []
+            if due.status == "resolved"
+            and r.get("destination") == due.destination
+            and r.get("state") == DeliveryState.SENT
+            and (r.get("event") or "").startswith(pauses)
         ]
         payload = build_payload(claimed, due, resolves=[r["id"] for r in earlier])
         if due.status == "firing" and self.api_url and self.decision_key and payload["pendingApprovals"]:
@@ -291,8 +312,10 @@ class DeliveryWatch:
         assert self.api_url and self.decision_key
         meta = obj.get("metadata") or {}
         link = DecisionLink(
-            kind=str(obj.get("kind") or "Investigation"), namespace=meta.get("namespace", ""),
-            name=meta.get("name", ""), uid=meta.get("uid", ""),
+            kind=str(obj.get("kind") or "Investigation"),
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            uid=meta.get("uid", ""),
             calls=tuple((p["toolCallId"], p.get("digest")) for p in payload["pendingApprovals"]),
             expires=int(time.time() + self.link_lifetime),
         )
@@ -314,10 +337,14 @@ class DeliveryWatch:
             logger.info("delivery %s: attempt %d failed: %s", claim["id"], attempts, outcome.error)
         while True:  # the record is ours (we hold its claim): re-apply it on a conflict
             current = self._latest[uid] if _rv(self._latest[uid]) >= _rv(obj) else obj
-            mine = next((r for r in (current.get("status") or {}).get("deliveries") or [] if r.get("id") == claim["id"]), None)
+            mine = next(
+                (r for r in (current.get("status") or {}).get("deliveries") or [] if r.get("id") == claim["id"]), None
+            )
             if mine is not None and (mine.get("attempts") != attempts or mine.get("state") != DeliveryState.SENDING):
                 return  # taken over by another process after our claim went stale
-            written = await self._write(uid, current, {"deliveries": self._records(current, record, due_messages(current))})
+            written = await self._write(
+                uid, current, {"deliveries": self._records(current, record, due_messages(current))}
+            )
             if written is not None:
                 return
             obj = self._latest[uid]
@@ -326,11 +353,17 @@ class DeliveryWatch:
         await self._write(uid, obj, {"delivery": DELIVERY_DONE})
 
     async def _tell_destination(
-        self, namespace: str, name: str, run: Mapping[str, Any], kind: Any, outcome: Outcome,
+        self,
+        namespace: str,
+        name: str,
+        run: Mapping[str, Any],
+        kind: Any,
+        outcome: Outcome,
     ) -> None:
         """The Destination's status shows its latest send (best effort: never retried)."""
         status = {
-            "lastDeliveryTime": now_iso(), "lastRun": f"{kind}/{run.get('name')}",
+            "lastDeliveryTime": now_iso(),
+            "lastRun": f"{kind}/{run.get('name')}",
             "lastState": "Sent" if outcome.ok else ("Retrying" if outcome.retry else "Failed"),
             "lastError": outcome.error[:4096] if outcome.error else None,
         }

@@ -152,7 +152,9 @@ class Subagents:
                 ),
             ),
             limits=dataclasses.replace(
-                self.limits, max_steps=self.settings.max_iterations, timeout=remaining,
+                self.limits,
+                max_steps=self.settings.max_iterations,
+                timeout=remaining,
                 tool_timeout=remaining,
             ),
             call_ids=self.call_ids,
@@ -183,7 +185,10 @@ class _Child:
 
     async def _end(self, reason: str, error: str | None = None) -> None:
         self._append(
-            RecordType.AGENT, event="end", reason=reason, iterations=self.iterations,
+            RecordType.AGENT,
+            event="end",
+            reason=reason,
+            iterations=self.iterations,
             **({"error": error} if error else {}),
         )
         await self._store()
@@ -220,13 +225,19 @@ class _Child:
                 await self._store()  # the intent is stored before the call runs
             case ev.ToolResult(status=status) if status != "approval_required":
                 self._append(
-                    RecordType.TOOL_RESULT, id=event.call_id, name=event.name, status=status,
-                    description=event.description, digest=event.digest,
+                    RecordType.TOOL_RESULT,
+                    id=event.call_id,
+                    name=event.name,
+                    status=status,
+                    description=event.description,
+                    digest=event.digest,
                 )
             case ev.TokenCount():
                 self._append(
-                    RecordType.TOKENS, promptTokens=event.prompt_tokens,
-                    completionTokens=event.completion_tokens, totalTokens=event.total_tokens,
+                    RecordType.TOKENS,
+                    promptTokens=event.prompt_tokens,
+                    completionTokens=event.completion_tokens,
+                    totalTokens=event.total_tokens,
                     cost=event.cost or 0.0,
                 )
                 await self.s.ledger.add(self.s.namespace, event.total_tokens, event.cost or 0.0)

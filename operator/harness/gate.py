@@ -52,8 +52,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DECISION_MISMATCH = (
-    "the decision was made for a different call (another tool or other arguments), so it was "
-    "not applied"
+    "the decision was made for a different call (another tool or other arguments), so it was not applied"
 )
 WATCH_RETRY_SECONDS = 1.0
 """Pause before re-opening the session's watch after it failed (not a test synchronization)."""
@@ -104,7 +103,9 @@ def _command_matches(command: str, pattern: str) -> bool:
 def _redirect_text(redirect: Any) -> str:
     if redirect.op == "dup":
         return f"{redirect.fd}>&{redirect.target}"
-    return f"{'' if redirect.fd in (0, 1) else ('&' if redirect.fd == -1 else redirect.fd)}{redirect.op}{redirect.target}"
+    return (
+        f"{'' if redirect.fd in (0, 1) else ('&' if redirect.fd == -1 else redirect.fd)}{redirect.op}{redirect.target}"
+    )
 
 
 def rule_matches(rule: ToolPermission, name: str, params: dict[str, Any]) -> bool:
@@ -152,7 +153,8 @@ class DecisionWatch:
                 self._update(obj)
                 version = obj["metadata"]["resourceVersion"]
                 async for event in self._kube.watch(
-                    conversation_path(self._namespace), resource_version=version,
+                    conversation_path(self._namespace),
+                    resource_version=version,
                     fieldSelector=f"metadata.name={self._name}",
                 ):
                     kind = event.get("type")
@@ -233,7 +235,8 @@ class Gate:
 
     def _spent_rules(self) -> set[str]:
         used = {
-            str(r.get("rule")) for r in self.transcript.state.records
+            str(r.get("rule"))
+            for r in self.transcript.state.records
             if r.get("t") == RecordType.DECISION and r.get("rule")
         }
         return used | self._spent
@@ -242,8 +245,13 @@ class Gate:
         if call.id in self.transcript.state.decisions:
             return
         self.transcript.append(
-            RecordType.DECISION, id=call.id, approved=approved, reason=reason, digest=call.digest,
-            **({"rule": rule} if rule else {}), **tag.fields(),
+            RecordType.DECISION,
+            id=call.id,
+            approved=approved,
+            reason=reason,
+            digest=call.digest,
+            **({"rule": rule} if rule else {}),
+            **tag.fields(),
         )
 
     def by_rules(self, call: Call, tag: AgentTag, *, may_allow: bool = True) -> tuple[bool, str | None] | None:
@@ -275,8 +283,9 @@ class Gate:
                 return True, None
         return None
 
-    async def decide(self, call: Call, tag: AgentTag, description: str,
-                     needs_person: bool = False) -> tuple[bool, str | None]:
+    async def decide(
+        self, call: Call, tag: AgentTag, description: str, needs_person: bool = False
+    ) -> tuple[bool, str | None]:
         """(approved, reason) for this call: by the rules, or by whoever answers its relay
         (always a relay when the tool's own tier would send the call to a person)."""
         verdict = self.by_rules(call, tag, may_allow=not needs_person)
@@ -286,16 +295,18 @@ class Gate:
 
     async def _relay(self, call: Call, tag: AgentTag, description: str) -> tuple[bool, str | None]:
         self.waiting[call.id] = {
-            "toolCallId": call.id, "toolName": call.name, "description": description,
-            "params": call.params or {}, "digest": call.digest,
-            "agentId": tag.agent_id, **tag.fields(),
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "description": description,
+            "params": call.params or {},
+            "digest": call.digest,
+            "agentId": tag.agent_id,
+            **tag.fields(),
         }
         self.transcript.append(RecordType.APPROVAL_NEEDED, pending=list(self.waiting.values()))
         await self.sync()
         await self._show()
-        decision = await self.watch.wait_for(
-            lambda obj: ((obj.get("spec") or {}).get("decisions") or {}).get(call.id)
-        )
+        decision = await self.watch.wait_for(lambda obj: ((obj.get("spec") or {}).get("decisions") or {}).get(call.id))
         approved = bool(decision.get("approved"))
         reason = decision.get("reason")
         digest = decision.get("digest")

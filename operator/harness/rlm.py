@@ -67,16 +67,21 @@ class _Session:
         deadline = loop.time() + max(0.0, self.s.deadline - time.time())
         reply: ModelReply | None = None
         async for item in complete(
-            self.s.model.settings, messages, max_tokens=self.context.max_output,
-            limits=self.s.limits, deadline=deadline,
+            self.s.model.settings,
+            messages,
+            max_tokens=self.context.max_output,
+            limits=self.s.limits,
+            deadline=deadline,
         ):
             if isinstance(item, ModelReply):
                 reply = item
         assert reply is not None
         usage = reply.usage
         await self._record(
-            RecordType.TOKENS, promptTokens=usage.get("prompt_tokens", 0),
-            completionTokens=usage.get("completion_tokens", 0), totalTokens=usage.get("total_tokens", 0),
+            RecordType.TOKENS,
+            promptTokens=usage.get("prompt_tokens", 0),
+            completionTokens=usage.get("completion_tokens", 0),
+            totalTokens=usage.get("total_tokens", 0),
             cost=reply.cost,
         )
         await self.s.ledger.add(self.s.namespace, int(usage.get("total_tokens", 0)), reply.cost)
@@ -96,7 +101,9 @@ class _Session:
 
     async def llm_query(self, prompt: str) -> str:
         if self.tag.depth + 1 > self.s.settings.max_depth:
-            raise DepthExceeded(f"llm_query is not available at depth {self.tag.depth + 1} (maxDepth {self.s.settings.max_depth})")
+            raise DepthExceeded(
+                f"llm_query is not available at depth {self.tag.depth + 1} (maxDepth {self.s.settings.max_depth})"
+            )
         reply = await self._model([{"role": "user", "content": prompt}])
         return reply.content or ""
 
@@ -110,12 +117,18 @@ class _Session:
         await self._record(RecordType.TOOL_STARTED, id=call.id, digest=call.digest)
         output = await run_call(call, dict(params))
         await self._record(
-            RecordType.TOOL_RESULT, id=call.id, name=name, status=output.status,
-            description=tool.describe(params), digest=call.digest,
+            RecordType.TOOL_RESULT,
+            id=call.id,
+            name=name,
+            status=output.status,
+            description=tool.describe(params),
+            digest=call.digest,
         )
         if output.status == "denied":
             reason = self.s.transcript.state.decisions.get(call.id, {}).get("reason") or "denied"
-            await self.emit("tool_result", {"id": call.id, "name": name, "output": {"status": "denied", "reason": reason}})
+            await self.emit(
+                "tool_result", {"id": call.id, "name": name, "output": {"status": "denied", "reason": reason}}
+            )
             raise ToolDenied(str(reason))
         text = output.text()
         result: Any = {"error": output.error or output.data} if output.status == "error" else text
@@ -131,7 +144,9 @@ async def run_rlm_session(
     session = _Session(subagents, tag)
     tools = [ToolSpec.of(t) for t in subagents.base.enabled_tools()]
     hooks = RlmHooks(
-        complete=session.complete, call_tool=session.call_tool, llm_query=session.llm_query,
+        complete=session.complete,
+        call_tool=session.call_tool,
+        llm_query=session.llm_query,
         emit=session.emit,
     )
     return await run_rlm(messages, tools=tools, hooks=hooks, max_iterations=subagents.settings.max_iterations)

@@ -46,7 +46,8 @@ class HarnessSession:
         """The main agent's limits: maxIterations model calls; its tools may wait for a relay
         as long as the turn lasts (each tool keeps its own limit inside the gate)."""
         return replace(
-            limits, max_steps=self.settings.max_iterations,
+            limits,
+            max_steps=self.settings.max_iterations,
             tool_timeout=max(1.0, self.subagents.deadline - time.time()),
         )
 
@@ -77,23 +78,39 @@ def start_session(
     watch = DecisionWatch(kube, namespace, name)
     hint = (
         f"kubectl patch {short_name} {name} -n {namespace} --type merge -p "
-        "'{\"spec\":{\"decisions\":{\"<id>\":{\"approved\":true}}}}'"
+        '\'{"spec":{"decisions":{"<id>":{"approved":true}}}}\''
     )
     gate = Gate(
-        transcript=transcript, projection=projection, settings=settings, watch=watch,
-        sync=sync, kubectl_hint=hint,
+        transcript=transcript,
+        projection=projection,
+        settings=settings,
+        watch=watch,
+        sync=sync,
+        kubectl_hint=hint,
     )
     state = transcript.state
     known = {
         str(part.get("id"))
-        for record in state.records if record.get("t") == RecordType.MESSAGE
+        for record in state.records
+        if record.get("t") == RecordType.MESSAGE
         for part in (record["message"].get("tool_calls") or [])
     }
     subagents = Subagents(
-        model=model, base=tools, gate=gate, settings=settings, transcript=transcript,
-        limits=limits, deadline=deadline, spec=spec, usage=usage, ledger=ledger,
-        namespace=namespace, sync=sync, prompt=prompt, tool_timeout=limits.tool_timeout,
-        call_ids=CallIds(known | state.started | set(state.decisions)), progress=progress,
+        model=model,
+        base=tools,
+        gate=gate,
+        settings=settings,
+        transcript=transcript,
+        limits=limits,
+        deadline=deadline,
+        spec=spec,
+        usage=usage,
+        ledger=ledger,
+        namespace=namespace,
+        sync=sync,
+        prompt=prompt,
+        tool_timeout=limits.tool_timeout,
+        call_ids=CallIds(known | state.started | set(state.decisions)),
+        progress=progress,
     )
     return HarnessSession(settings, watch, subagents)
-

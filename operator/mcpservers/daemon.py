@@ -23,16 +23,22 @@ DAEMON_ID = "mcpserver"
 def register(registry: kopf.OperatorRegistry) -> None:
     """The daemon of every MCPServer (the context comes in as `memo.lestrade`)."""
 
-    @kopf.daemon(GROUP, VERSION, MCPSERVER_PLURAL, registry=registry, id=DAEMON_ID,
-                 cancellation_timeout=5, backoff=5)
+    @kopf.daemon(GROUP, VERSION, MCPSERVER_PLURAL, registry=registry, id=DAEMON_ID, cancellation_timeout=5, backoff=5)
     async def follow(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
         engine: Engine = memo.lestrade.engine
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        recorder = EventRecorder(engine.kube, {
-            "apiVersion": API_VERSION, "kind": MCPSERVER_KIND, "name": name,
-            "namespace": namespace, "uid": meta["uid"],
-        }, engine.component)
+        recorder = EventRecorder(
+            engine.kube,
+            {
+                "apiVersion": API_VERSION,
+                "kind": MCPSERVER_KIND,
+                "name": name,
+                "namespace": namespace,
+                "uid": meta["uid"],
+            },
+            engine.component,
+        )
         refresh = engine.settings.mcp_refresh
         backoff = 1.0
         try:

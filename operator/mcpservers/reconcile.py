@@ -64,21 +64,29 @@ async def _headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, s
                 if exc.status == 404:
                     raise NotUsable("SecretNotFound", f"{where}: Secret {ref.name} not found") from None
                 if exc.status == 403:
-                    raise NotUsable("SecretForbidden", f"{where}: the operator may not read Secret {ref.name} "
-                                    "(chart value mcpServers.readHeaderSecrets)") from None
+                    raise NotUsable(
+                        "SecretForbidden",
+                        f"{where}: the operator may not read Secret {ref.name} "
+                        "(chart value mcpServers.readHeaderSecrets)",
+                    ) from None
                 raise
         secret = secrets[ref.name]
         labels = (secret.get("metadata") or {}).get("labels") or {}
         if labels.get(MCP_CREDENTIALS_LABEL) != "true":
-            raise NotUsable("SecretNotLabelled", f"{where}: Secret {ref.name} lacks the label "
-                            f"{MCP_CREDENTIALS_LABEL}=true (only Secrets meant for MCP servers are used)")
+            raise NotUsable(
+                "SecretNotLabelled",
+                f"{where}: Secret {ref.name} lacks the label "
+                f"{MCP_CREDENTIALS_LABEL}=true (only Secrets meant for MCP servers are used)",
+            )
         data = secret.get("data") or {}
         if ref.key not in data:
             raise NotUsable("SecretKeyMissing", f"{where}: Secret {ref.name} has no key {ref.key}")
         try:
             value = base64.b64decode(data[ref.key]).decode("utf-8").strip()
         except (ValueError, UnicodeDecodeError):
-            raise NotUsable("SecretKeyMissing", f"{where}: the value of {ref.name}/{ref.key} is not UTF-8 text") from None
+            raise NotUsable(
+                "SecretKeyMissing", f"{where}: the value of {ref.name}/{ref.key} is not UTF-8 text"
+            ) from None
         if any(c in value for c in "\r\n\x00"):
             raise NotUsable("InvalidSpec", f"{where}: the value of {ref.name}/{ref.key} spans lines")
         headers[header.name] = value
@@ -88,7 +96,8 @@ async def _headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, s
 def _policy(server: MCPServer) -> Policy:
     spec = server.spec
     return Policy(
-        include=tuple(spec.tools.include), exclude=tuple(spec.tools.exclude),
+        include=tuple(spec.tools.include),
+        exclude=tuple(spec.tools.exclude),
         rules=tuple((tuple(rule.tools), rule.approval) for rule in spec.approval),
         trust_hints=spec.trust_hints,
     )
@@ -111,9 +120,11 @@ async def _list(engine: Engine, body: dict[str, Any], entry: McpServerEntry) -> 
             text = f"spec.timeouts: {exc}"
         raise NotUsable("InvalidSpec", text) from None
     config = ServerConfig(
-        url=server.spec.url, transport=server.spec.transport,
+        url=server.spec.url,
+        transport=server.spec.transport,
         headers=await _headers(engine.kube, namespace, server),
-        connect_timeout=connect_timeout, call_timeout=call_timeout,
+        connect_timeout=connect_timeout,
+        call_timeout=call_timeout,
     )
     if entry.config is not None and entry.config != config:
         entry.tools = []  # a changed server: its old listing says nothing about the new one
@@ -176,19 +187,26 @@ async def reconcile(engine: Engine, body: dict[str, Any], recorder: EventRecorde
     metrics.MCP_SERVER_UP.labels(key).set(1)
     metrics.MCP_TOOLS.labels(key).set(len(tools))
     unattended = sum(t.approval == "Unattended" for t in tools)
-    message = (f"{len(tools)} tools offered ({unattended} run unattended, {len(tools) - unattended} "
-               f"need approval)" + (f"; {len(skipped)} skipped" if skipped else ""))
+    message = f"{len(tools)} tools offered ({unattended} run unattended, {len(tools) - unattended} need approval)" + (
+        f"; {len(skipped)} skipped" if skipped else ""
+    )
     ready = condition(CONDITION_READY, True, "Connected", message, observed_generation=generation)
     status.update(
-        tools=[{
-            "name": t.name, "tool": t.tool, "description": clean_text(t.description, 256),
-            "approval": t.approval,
-            **({"readOnly": t.read_only} if t.read_only is not None else {}),
-            **({"destructive": t.destructive} if t.destructive is not None else {}),
-        } for t in tools[:_STATUS_TOOLS]],
+        tools=[
+            {
+                "name": t.name,
+                "tool": t.tool,
+                "description": clean_text(t.description, 256),
+                "approval": t.approval,
+                **({"readOnly": t.read_only} if t.read_only is not None else {}),
+                **({"destructive": t.destructive} if t.destructive is not None else {}),
+            }
+            for t in tools[:_STATUS_TOOLS]
+        ],
         toolCount=len(tools),
-        skippedTools=[{"tool": clean_text(s.tool, 80), "reason": clean_text(s.reason, 256)}
-                      for s in skipped[:_STATUS_SKIPPED]],
+        skippedTools=[
+            {"tool": clean_text(s.tool, 80), "reason": clean_text(s.reason, 256)} for s in skipped[:_STATUS_SKIPPED]
+        ],
         server=clean_text(found.server, 128) or None,
         lastError=old_status.get("lastError"),
         lastConnected=to_iso(datetime.now(UTC)),
@@ -208,11 +226,22 @@ def _settle(entry: McpServerEntry, *, ready: bool) -> None:
     entry.settled.set()
 
 
-async def _write(kube: Kube, namespace: str, name: str, before: MCPServerStatus, ready: Any,
-                 status: dict[str, Any], old: dict[str, Any], recorder: EventRecorder | None) -> None:
+async def _write(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    before: MCPServerStatus,
+    ready: Any,
+    status: dict[str, Any],
+    old: dict[str, Any],
+    recorder: EventRecorder | None,
+) -> None:
     previous = next((c for c in before.conditions if c.type == CONDITION_READY), None)
     changed = previous is None or (previous.status, previous.reason, previous.message) != (
-        ready.status, ready.reason, ready.message)
+        ready.status,
+        ready.reason,
+        ready.message,
+    )
     if changed or previous.observed_generation != ready.observed_generation:  # type: ignore[union-attr]
         status["conditions"] = [c.to_wire() for c in set_condition(before.conditions, ready)]
     if changed and recorder is not None:

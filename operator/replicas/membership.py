@@ -89,8 +89,15 @@ class Membership:
     its Lease, so claims waiting on a holder are judged again."""
 
     def __init__(
-        self, kube: Kube, *, namespace: str, group: str, replica: str,
-        duration: float, renew_deadline: float, renew_interval: float,
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        group: str,
+        replica: str,
+        duration: float,
+        renew_deadline: float,
+        renew_interval: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not renew_interval < renew_deadline < duration:
@@ -140,7 +147,8 @@ class Membership:
             meta = self._lease["metadata"]
             try:
                 await self.kube.request(
-                    "DELETE", self._path(self.name),
+                    "DELETE",
+                    self._path(self.name),
                     {"preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}},
                 )
             except Exception as exc:  # it expires on its own
@@ -149,11 +157,16 @@ class Membership:
     def _body(self, epoch: int, acquire_time: str) -> dict[str, Any]:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # MicroTime
         return {
-            "apiVersion": LEASE_API, "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace,
-                         "labels": {REPLICAS_LABEL: self.group}},
-            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": max(1, round(self.duration)),
-                     "acquireTime": acquire_time or now, "renewTime": now, "leaseTransitions": epoch},
+            "apiVersion": LEASE_API,
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": {REPLICAS_LABEL: self.group}},
+            "spec": {
+                "holderIdentity": self.name,
+                "leaseDurationSeconds": max(1, round(self.duration)),
+                "acquireTime": acquire_time or now,
+                "renewTime": now,
+                "leaseTransitions": epoch,
+            },
         }
 
     async def _acquire(self) -> None:
@@ -293,7 +306,8 @@ class Membership:
         meta = lease["metadata"]
         try:
             await self.kube.request(
-                "DELETE", self._path(meta["name"]),
+                "DELETE",
+                self._path(meta["name"]),
                 {"preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}},
             )
         except Exception as exc:  # renewed meanwhile, or another replica deleted it first

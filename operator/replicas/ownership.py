@@ -103,14 +103,15 @@ class Ownership:
             return
         meta = body.get("metadata") or {}
         mine = self.membership.holder.encode() if self.membership.holder else None
-        if (view_of(body).resource_version > self._claimed_at.get(uid, 0)
-                and (meta.get("annotations") or {}).get(OWNER_ANNOTATION) != mine):
+        if (
+            view_of(body).resource_version > self._claimed_at.get(uid, 0)
+            and (meta.get("annotations") or {}).get(OWNER_ANNOTATION) != mine
+        ):
             # Someone rewrote the claim after ours (by hand, or hostile): stop rather than
             # run the object next to whoever it now names.
             stolen = self._stolen.get(uid)
             if stolen is not None and not stolen.is_set():
-                logger.warning("%s: its claim no longer names this replica; stopping its run",
-                               meta.get("name"))
+                logger.warning("%s: its claim no longer names this replica; stopping its run", meta.get("name"))
                 stolen.set()
         if _paused(body):
             if uid not in self.paused:
@@ -122,7 +123,9 @@ class Ownership:
     # -- running -----------------------------------------------------------------------------
 
     async def run(
-        self, body: Mapping[str, Any], feed: asyncio.Event,
+        self,
+        body: Mapping[str, Any],
+        feed: asyncio.Event,
         supervise: Callable[[], Awaitable[None]],
     ) -> None:
         """Claims the object, then supervises it until it has no work left; again after this
@@ -153,8 +156,11 @@ class Ownership:
             if not work.cancelled():
                 work.result()
                 return
-            logger.info("%s: the run stopped (%s)", view_of(body).ref.name,
-                        "claim rewritten" if stolen.is_set() else "this replica lost its lease")
+            logger.info(
+                "%s: the run stopped (%s)",
+                view_of(body).ref.name,
+                "claim rewritten" if stolen.is_set() else "this replica lost its lease",
+            )
 
     async def _acquire(self, body: Mapping[str, Any], feed: asyncio.Event) -> bool:
         """Returns once this replica holds the claim (True), or when the object has no work
@@ -196,8 +202,9 @@ class Ownership:
             try:
                 if await self._claim(view, read_version, me):
                     if holder is not None:
-                        logger.info("%s/%s: took over from %s (not alive)", view.ref.namespace,
-                                    view.ref.name, holder.lease)
+                        logger.info(
+                            "%s/%s: took over from %s (not alive)", view.ref.namespace, view.ref.name, holder.lease
+                        )
                     return True
             finally:
                 self.claiming -= 1
@@ -205,10 +212,12 @@ class Ownership:
 
     async def _claim(self, view: RunView, read_version: str, me: Holder) -> bool:
         path = resource_path(view.plural, view.ref.namespace, view.ref.name)
-        patch = {"metadata": {
-            "resourceVersion": read_version,
-            "annotations": {OWNER_ANNOTATION: me.encode()},
-        }}
+        patch = {
+            "metadata": {
+                "resourceVersion": read_version,
+                "annotations": {OWNER_ANNOTATION: me.encode()},
+            }
+        }
         try:
             stored = await self.engine.kube.patch(path, patch)
         except Exception as exc:

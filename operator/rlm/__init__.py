@@ -10,6 +10,15 @@ from lestrade.operator.rlm.repl import ExecResult, Repl
 from lestrade.operator.rlm.sandbox import SandboxLimits, SandboxUnavailable
 
 __all__ = [
-    "ToolDenied", "DepthExceeded", "RlmReply", "RlmOutcome", "SandboxLimits", "SandboxUnavailable", "ToolSpec",
-    "RlmHooks", "run_rlm", "Repl", "ExecResult",
+    "ToolDenied",
+    "DepthExceeded",
+    "RlmReply",
+    "RlmOutcome",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "ToolSpec",
+    "RlmHooks",
+    "run_rlm",
+    "Repl",
+    "ExecResult",
 ]

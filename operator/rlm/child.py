@@ -68,7 +68,7 @@ def _send(message):
     data = json.dumps(message, default=str).encode("utf-8", "replace")
     data = struct.pack(">I", len(data)) + data
     while data:
-        data = data[os.write(_OUT, data):]
+        data = data[os.write(_OUT, data) :]
 
 
 class ToolDenied(Exception):
@@ -172,16 +172,23 @@ def _run(block, code, namespace):
     _final.clear()
     cut = bool(error and len(error) > _MAX_OUTPUT) or bool(final and len(final) > _MAX_FINAL)
     return {
-        "type": "result", "stdout": out.value(), "stderr": err.value(),
-        "error": error and error[-_MAX_OUTPUT:], "final": final and final[:_MAX_FINAL],
+        "type": "result",
+        "stdout": out.value(),
+        "stderr": err.value(),
+        "error": error and error[-_MAX_OUTPUT:],
+        "final": final and final[:_MAX_FINAL],
         "truncated": bool(out.dropped or err.dropped or cut),
     }
 
 
 def _main():
     namespace = {
-        "__name__": "__repl__", "__builtins__": builtins, "final_answer": final_answer,
-        "ToolDenied": ToolDenied, "DepthExceeded": DepthExceeded, "ToolError": ToolError,
+        "__name__": "__repl__",
+        "__builtins__": builtins,
+        "final_answer": final_answer,
+        "ToolDenied": ToolDenied,
+        "DepthExceeded": DepthExceeded,
+        "ToolError": ToolError,
     }
     for spec in json.loads(sys.argv[2]):
         namespace[spec["name"]] = _stub(spec["name"], spec["params"], spec.get("doc", ""))

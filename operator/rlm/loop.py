@@ -40,8 +40,14 @@ class RlmHooks:
     """Reports one harness event (type, fields)."""
 
 
-async def run_rlm(messages: list[dict[str, Any]], *, tools: list[ToolSpec], hooks: RlmHooks,
-                  max_iterations: int, limits: SandboxLimits | None = None) -> RlmOutcome:
+async def run_rlm(
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[ToolSpec],
+    hooks: RlmHooks,
+    max_iterations: int,
+    limits: SandboxLimits | None = None,
+) -> RlmOutcome:
     """Runs until the model answers or `max_iterations` model replies have been used.
     `SandboxUnavailable` (before any model call) when this kernel cannot confine the REPL."""
     if max_iterations < 1:

@@ -112,10 +112,22 @@ class Repl:
         self._stderr = bytearray()
         self._killed = False
         self._proc = await asyncio.create_subprocess_exec(
-            sandbox.executable, "-I", "-S", "-B", "-c", _CHILD_SOURCE,
-            sandbox.after_start.bpf.hex(), json.dumps(self._functions), str(self.limits.max_output),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={}, cwd=self._workdir, start_new_session=True, close_fds=True,
+            sandbox.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            _CHILD_SOURCE,
+            sandbox.after_start.bpf.hex(),
+            json.dumps(self._functions),
+            str(self.limits.max_output),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={},
+            cwd=self._workdir,
+            start_new_session=True,
+            close_fds=True,
             preexec_fn=sandbox.preexec(self.limits),
         )
         self._stderr_task = asyncio.ensure_future(self._drain_stderr(self._proc))
@@ -126,7 +138,9 @@ class Repl:
                 raise ProtocolError("the REPL did not start with 'ready'")
         except (asyncio.IncompleteReadError, ProtocolError, TimeoutError) as exc:
             await self._end()
-            raise RuntimeError(f"the sandboxed REPL did not start ({type(exc).__name__}): {self._stderr_tail()}") from None
+            raise RuntimeError(
+                f"the sandboxed REPL did not start ({type(exc).__name__}): {self._stderr_tail()}"
+            ) from None
 
     async def execute(self, code: str, on_call: OnCall) -> ExecResult:
         async with self._lock:
@@ -157,7 +171,9 @@ class Repl:
                 remaining = self.limits.wall_seconds - own_time()
                 if remaining <= 0:
                     raise TimeoutError
-                message = parse_message(await asyncio.wait_for(read_frame(proc.stdout, self.limits.max_message), remaining))
+                message = parse_message(
+                    await asyncio.wait_for(read_frame(proc.stdout, self.limits.max_message), remaining)
+                )
                 if isinstance(message, CallRequest):
                     calls += 1
                     handler_started = time.monotonic()
@@ -206,12 +222,17 @@ class Repl:
 
     def _result(self, reply: ExecReply, seconds: float, calls: int) -> ExecResult:
         cap = self.limits.max_output
-        truncated = reply.truncated or len(reply.stdout) > cap or len(reply.stderr) > cap or len(reply.error or "") > cap
+        truncated = (
+            reply.truncated or len(reply.stdout) > cap or len(reply.stderr) > cap or len(reply.error or "") > cap
+        )
         return ExecResult(
-            stdout=reply.stdout[:cap], stderr=reply.stderr[:cap],
+            stdout=reply.stdout[:cap],
+            stderr=reply.stderr[:cap],
             error=None if reply.error is None else reply.error[-cap:],  # the exception is last
             final=None if reply.final is None else reply.final[: self.limits.max_message // 4],
-            truncated=truncated, seconds=seconds, calls=calls,
+            truncated=truncated,
+            seconds=seconds,
+            calls=calls,
         )
 
     def _death(self) -> str:

@@ -140,8 +140,9 @@ def repl_sandbox() -> ReplSandbox:
         raise SandboxUnavailable(f"rlm mode is unavailable: {missing}; model-written code runs only confined")
     executable, reads, hidden = _interpreter_paths()
     # the standard library's folder is split around site-packages: let the import system list it
-    landlock = ToolSandbox(read=reads, write=[], hidden=hidden, connect_ports=[], system=False,
-                           list_only=[os.path.dirname(os.__file__)])
+    landlock = ToolSandbox(
+        read=reads, write=[], hidden=hidden, connect_ports=[], system=False, list_only=[os.path.dirname(os.__file__)]
+    )
     if not landlock.available:
         raise SandboxUnavailable(
             "rlm mode is unavailable: this kernel has no Landlock (Linux 5.13+), which keeps "

@@ -92,7 +92,11 @@ def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> Stat
 
 
 async def fail(
-    projection: Projection, recorder: EventRecorder, reason: str, message: str, state: Any = None,
+    projection: Projection,
+    recorder: EventRecorder,
+    reason: str,
+    message: str,
+    state: Any = None,
     started: float | None = None,
 ) -> Outcome:
     """Marks the run (or turn) Failed: status milestone + Warning Event. `started` (unix time)
@@ -177,7 +181,9 @@ class _Attempt:
             models = self.engine.models
             # A harness session may name a `provider/model` id too (checked again here: the
             # spec can be written with kubectl).
-            model = models.resolve(view.spec.model) if getattr(view.spec, "harness", None) else models.get(view.spec.model)
+            model = (
+                models.resolve(view.spec.model) if getattr(view.spec, "harness", None) else models.get(view.spec.model)
+            )
         except ConfigError as exc:
             return await fail(self.projection, self.recorder, "InvalidModel", str(exc))
         self.demo = model.is_demo
@@ -211,13 +217,22 @@ class _Attempt:
         if refusal is not None:
             BUDGET_STOPS.labels(view.kind, "NamespaceBudgetExhausted").inc()
             return await fail(
-                self.projection, self.recorder, "NamespaceBudgetExhausted",
-                f"Not started: {refusal}", None if fresh else state, self.started,
+                self.projection,
+                self.recorder,
+                "NamespaceBudgetExhausted",
+                f"Not started: {refusal}",
+                None if fresh else state,
+                self.started,
             )
         self._seed(agent)
         last_seq = state.message_seqs[-1] if state.message_seqs else -1
         last = state.messages[-1] if state.messages else None
-        if last and last.get("role") == "assistant" and not last.get("tool_calls") and last_seq >= self.projection.since:
+        if (
+            last
+            and last.get("role") == "assistant"
+            and not last.get("tool_calls")
+            and last_seq >= self.projection.since
+        ):
             # The run answered, then stopped before status said so: finish from the stored
             # answer instead of asking the model for another one.
             self._running_stored = True
@@ -229,9 +244,7 @@ class _Attempt:
         self._announce(model, start_time, started is not None)
         messages = state.working_messages()
         try:
-            async with asyncio.timeout_at(
-                asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0
-            ):
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0):
                 if self.harness is not None and self.harness.settings.mode == "rlm":
                     return await self._rlm(messages)
                 return await self._drive(agent, messages, decisions, started_calls)
@@ -255,8 +268,10 @@ class _Attempt:
         # Read without tenancy too: it also says which MCPServers are shared with this run.
         self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
         if not self.engine.tenancy:
-            return RunScope(cluster=True, reason="tenant isolation is off (LESTRADE_SCOPES_NAMESPACE "
-                            "not set): the tools read the whole cluster")
+            return RunScope(
+                cluster=True,
+                reason="tenant isolation is off (LESTRADE_SCOPES_NAMESPACE not set): the tools read the whole cluster",
+            )
         return decide_scope(self.ref.namespace, self.requester, policy)
 
     async def _with_mcp(self, registry: ToolRegistry) -> ToolRegistry:
@@ -304,7 +319,8 @@ class _Attempt:
             cluster_name=settings.cluster_name,
             system_prompt_additions="\n\n".join(
                 p for p in (_scope_instructions(self.scope), spec.system_prompt if conversation else None) if p
-            ) or None,
+            )
+            or None,
             behavior_controls=spec.behavior_controls if conversation else None,
         )
         # The engine stops model calls and tools at the deadline and says so; the
@@ -319,11 +335,23 @@ class _Attempt:
         if harness is not None:
             assert isinstance(self.projection, ConversationProjection)
             self.harness = start_session(
-                settings=harness, kube=self.engine.kube, namespace=self.ref.namespace,
-                name=self.ref.name, short_name=self.ref.short_name, model=model, tools=tools,
-                transcript=self.transcript, projection=self.projection, limits=limits,
-                deadline=deadline, spec=spec, usage=self._usage, ledger=self.engine.ledger,
-                sync=self._sync, prompt=prompt, progress=self._harness_progress,
+                settings=harness,
+                kube=self.engine.kube,
+                namespace=self.ref.namespace,
+                name=self.ref.name,
+                short_name=self.ref.short_name,
+                model=model,
+                tools=tools,
+                transcript=self.transcript,
+                projection=self.projection,
+                limits=limits,
+                deadline=deadline,
+                spec=spec,
+                usage=self._usage,
+                ledger=self.engine.ledger,
+                sync=self._sync,
+                prompt=prompt,
+                progress=self._harness_progress,
             )
             tools, limits = self.harness.main_tools(), self.harness.limits(limits)
         return Agent(
@@ -357,8 +385,12 @@ class _Attempt:
         except ModelCallError as exc:
             return await self._fail(exc.reason, exc.message)
         self.transcript.append(
-            RecordType.ANSWER, text=outcome.answer, sections=None, at=now_iso(),
-            reason=outcome.reason, iterations=outcome.iterations,
+            RecordType.ANSWER,
+            text=outcome.answer,
+            sections=None,
+            at=now_iso(),
+            reason=outcome.reason,
+            iterations=outcome.iterations,
         )
         return await self._done(ev.Answer(text=outcome.answer))
 
@@ -390,8 +422,11 @@ class _Attempt:
         if isinstance(self.view, InvestigationView):
             if not state.messages:
                 request = InvestigationRequest(
-                    title=spec.title, description=spec.description or "", source=spec.source,
-                    subject=spec.subject or {}, context=spec.context or {},
+                    title=spec.title,
+                    description=spec.description or "",
+                    source=spec.source,
+                    subject=spec.subject or {},
+                    context=spec.context or {},
                     question=spec.question,
                 )
                 for message in agent.initial_messages(request):
@@ -405,12 +440,13 @@ class _Attempt:
             for call in unresolved_calls(state.working_messages()):
                 status_text = "error"
                 self.transcript.append(
-                    RecordType.TOOL_RESULT, id=call.id, name=call.name, status=status_text,
+                    RecordType.TOOL_RESULT,
+                    id=call.id,
+                    name=call.name,
+                    status=status_text,
                     description="not run",
                 )
-                self.transcript.append_message(
-                    {"role": "tool", "tool_call_id": call.id, "content": NOT_RUN}
-                )
+                self.transcript.append_message({"role": "tool", "tool_call_id": call.id, "content": NOT_RUN})
             if not state.turns:
                 # The first turn (messages stored through the context store may precede it).
                 self.transcript.append_message(agent.system_message())
@@ -450,17 +486,16 @@ class _Attempt:
         for call_id in self.decided_now:
             decision = self.view.decisions[call_id]
             self.transcript.append_decision(
-                call_id, bool(decision["approved"]), decision.get("reason"),
+                call_id,
+                bool(decision["approved"]),
+                decision.get("reason"),
                 decision.get("digest") or digests.get(call_id) or None,
             )
         # Stored in the background: nothing irreversible happens before the next `sync()`,
         # which a tool call's intent forces (and which writes these records first, in order).
         self.transcript.flush_soon()
         self.engine.applied_decisions[self.ref.uid] = dict(state.decisions)
-        return {
-            i: (bool(d["approved"]), d.get("reason"), d.get("digest"))
-            for i, d in state.decisions.items()
-        }
+        return {i: (bool(d["approved"]), d.get("reason"), d.get("digest")) for i, d in state.decisions.items()}
 
     def _announce(self, model: ModelConfig, start_time: str, resumed: bool) -> None:
         verb = "Resumed" if resumed else "Started"
@@ -499,9 +534,7 @@ class _Attempt:
     ) -> Outcome:
         transcript, meter = self.transcript, self.meter
         assert meter is not None
-        stream = agent.run(
-            messages, decisions=decisions, started_call_ids=started, before_launch=self._launching
-        )
+        stream = agent.run(messages, decisions=decisions, started_call_ids=started, before_launch=self._launching)
         try:
             async for event in stream:
                 match event:
@@ -518,8 +551,7 @@ class _Attempt:
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
                         self._progress(
-                            f"Step {steps}: calling {names}" if calls
-                            else f"Step {steps}: writing the answer"
+                            f"Step {steps}: calling {names}" if calls else f"Step {steps}: writing the answer"
                         )
                     case ev.ToolStarted():
                         transcript.append_started(event.call_id, event.digest, read_only=event.read_only)
@@ -534,22 +566,30 @@ class _Attempt:
                         if event.output == OUTCOME_UNKNOWN:
                             self._outcome_unknown(event)
                         transcript.append(
-                            RecordType.TOOL_RESULT, id=event.call_id, name=event.name,
-                            status=status, description=event.description, digest=event.digest,
+                            RecordType.TOOL_RESULT,
+                            id=event.call_id,
+                            name=event.name,
+                            status=status,
+                            description=event.description,
+                            digest=event.digest,
                         )
                         meter.tool_ended(event.call_id, event.name, status)
                         self._progress()
                     case ev.TokenCount():
                         # The window's breakdown and limits ride along: the API's token_count
                         # events (reference 000's metadata) are rebuilt from this record alone.
-                        meter.tokens(event.prompt_tokens, event.completion_tokens, event.cost or 0.0,
-                                     cached=event.cached_tokens)
+                        meter.tokens(
+                            event.prompt_tokens, event.completion_tokens, event.cost or 0.0, cached=event.cached_tokens
+                        )
                         transcript.append(
-                            RecordType.TOKENS, promptTokens=event.prompt_tokens,
+                            RecordType.TOKENS,
+                            promptTokens=event.prompt_tokens,
                             completionTokens=event.completion_tokens,
-                            totalTokens=event.total_tokens, cachedTokens=event.cached_tokens,
+                            totalTokens=event.total_tokens,
+                            cachedTokens=event.cached_tokens,
                             cost=event.cost or 0.0,
-                            breakdown=dict(event.breakdown), maxTokens=event.max_tokens,
+                            breakdown=dict(event.breakdown),
+                            maxTokens=event.max_tokens,
                             maxOutputTokens=event.max_output_tokens,
                             truncations=[dataclasses.asdict(t) for t in event.truncations],
                         )
@@ -561,20 +601,16 @@ class _Attempt:
                     case ev.ModelRetry():
                         meter.model_retry(event.reason)
                         self._progress(
-                            f"model call failed ({event.reason}), retry {event.attempt} "
-                            f"in {event.delay:.0f}s"
+                            f"model call failed ({event.reason}), retry {event.attempt} in {event.delay:.0f}s"
                         )
                     case ev.CompactionStarted():
                         self._progress("Compacting the conversation history")
                     case ev.Compaction():
-                        transcript.append_compaction(
-                            list(event.messages), event.tokens_before, event.tokens_after
-                        )
+                        transcript.append_compaction(list(event.messages), event.tokens_before, event.tokens_after)
                         self._progress()
                         self.recorder.post(
                             "Compacted",
-                            f"history compacted from {event.tokens_before} to "
-                            f"{event.tokens_after} tokens",
+                            f"history compacted from {event.tokens_before} to {event.tokens_after} tokens",
                         )
                     case ev.ApprovalNeeded(pending=pending):
                         return await self._await_approval(pending)
@@ -639,9 +675,14 @@ class _Attempt:
         self.transcript.append(
             RecordType.APPROVAL_NEEDED,
             pending=[
-                {"toolCallId": p.tool_call_id, "toolName": p.tool_name,
-                 "description": p.description, "params": p.params, "digest": p.digest,
-                 **({"frontend": True} if p.tool_name in self.frontend_pause else {})}
+                {
+                    "toolCallId": p.tool_call_id,
+                    "toolName": p.tool_name,
+                    "description": p.description,
+                    "params": p.params,
+                    "digest": p.digest,
+                    **({"frontend": True} if p.tool_name in self.frontend_pause else {}),
+                }
                 for p in pending
             ],
         )
@@ -665,9 +706,7 @@ class _Attempt:
     async def _done(self, answer: ev.Answer) -> Outcome:
         state = self.state
         if not any(r.get("t") == RecordType.ANSWER for r in state.since(self.projection.since)):
-            self.transcript.append(
-                RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso()
-            )
+            self.transcript.append(RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
         await self._sync()
         facts = self.projection.facts(state, settled=True)
         counts = f"{facts.steps} step(s) and {facts.tool_call_count} tool call(s)"
@@ -699,9 +738,7 @@ def _response_format(text: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def run_attempt(
-    engine: Engine, body: dict[str, Any] | Any
-) -> tuple[Outcome, dict[str, Any] | None]:
+async def run_attempt(engine: Engine, body: dict[str, Any] | Any) -> tuple[Outcome, dict[str, Any] | None]:
     """Runs the resource in `body` from its transcript until it (or its current turn) ends or
     waits for approval; also returns the object as the apiserver stored its last status write.
 
@@ -740,7 +777,8 @@ def _scope_instructions(scope: RunScope | None) -> str | None:
     if scope is None or scope.cluster:
         return None
     return (
-        "Access scope: your tools can read only these namespaces: " + ", ".join(scope.namespaces)
+        "Access scope: your tools can read only these namespaces: "
+        + ", ".join(scope.namespaces)
         + " (and cluster-scoped objects such as nodes). Anything in another namespace is "
         "forbidden to you by the Kubernetes API, on purpose, and so is listing across all "
         "namespaces: always pass one of these namespaces. If the question is about another "

@@ -42,10 +42,12 @@ async def mark_idle(kube: Kube, view: RunView) -> None:
     meta = view.body.get("metadata") or {}
     if (meta.get("labels") or {}).get(IDLE_LABEL) == str(meta.get("generation")):
         return
-    patch = {"metadata": {
-        "resourceVersion": meta.get("resourceVersion"),
-        "labels": {IDLE_LABEL: str(meta.get("generation"))},
-    }}
+    patch = {
+        "metadata": {
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": {IDLE_LABEL: str(meta.get("generation"))},
+        }
+    }
     try:
         await kube.patch(resource_path(view.plural, view.ref.namespace, view.ref.name), patch, parse=False)
     except Exception as exc:
@@ -116,7 +118,8 @@ class IdleWaker:
         try:
             await self._kube.patch(
                 resource_path(CONVERSATION_PLURAL, meta["namespace"], meta["name"]),
-                {"metadata": {"labels": {IDLE_LABEL: None}}}, parse=False,
+                {"metadata": {"labels": {IDLE_LABEL: None}}},
+                parse=False,
             )
         except Exception as exc:
             if not is_not_found(exc):

@@ -58,9 +58,7 @@ def job_name(ref: ObjectRef, generation: int) -> str:
     return f"{base}-{digest}-{generation}".lower()
 
 
-def job_manifest(
-    settings: OperatorSettings, ref: ObjectRef, generation: int, seconds_left: float
-) -> dict[str, Any]:
+def job_manifest(settings: OperatorSettings, ref: ObjectRef, generation: int, seconds_left: float) -> dict[str, Any]:
     """The Job that runs one round (an attempt) of the resource."""
     pod_spec: dict[str, Any] = copy.deepcopy(settings.job_pod_template.get("spec", settings.job_pod_template))
     containers = pod_spec.setdefault("containers", [])
@@ -71,8 +69,15 @@ def job_manifest(
     if settings.job_image:
         container["image"] = settings.job_image
     container["command"] = [
-        "python", "-m", "lestrade.operator.job", "--kind", ref.kind, "--namespace", ref.namespace,
-        "--name", ref.name,
+        "python",
+        "-m",
+        "lestrade.operator.job",
+        "--kind",
+        ref.kind,
+        "--namespace",
+        ref.namespace,
+        "--name",
+        ref.name,
     ]
     env = [e for e in container.get("env", []) if e.get("name") not in settings.job_env]
     env += [{"name": k, "value": v} for k, v in sorted(settings.job_env.items())]
@@ -95,9 +100,7 @@ def job_manifest(
         "annotations": {RUN_ANNOTATION: f"{ref.namespace}/{ref.name}"},
     }
     if settings.job_namespace == ref.namespace:
-        metadata["ownerReferences"] = [
-            {**ref.owner, "controller": True, "blockOwnerDeletion": False}
-        ]
+        metadata["ownerReferences"] = [{**ref.owner, "controller": True, "blockOwnerDeletion": False}]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -121,7 +124,6 @@ def job_finished(job: dict[str, Any]) -> tuple[bool, str, str]:
         if cond.get("type") == "Failed":
             return True, cond.get("reason") or "Failed", cond.get("message") or ""
     return False, "", ""
-
 
 
 def round_over(before: RunView, now: RunView) -> bool:
@@ -164,7 +166,11 @@ class JobRounds:
             logger.warning("could not delete the Jobs of %s/%s: %s", ref.namespace, ref.name, exc)
 
     async def run_round(
-        self, view: RunView, body: Mapping[str, Any], feed: asyncio.Event, recorder: EventRecorder,
+        self,
+        view: RunView,
+        body: Mapping[str, Any],
+        feed: asyncio.Event,
+        recorder: EventRecorder,
     ) -> tuple[Outcome, dict[str, Any]]:
         """One Job per spec generation: a new round (after decisions, or a new turn) is a new
         generation, and an operator restarted mid-round finds the round's Job by its name. The
@@ -216,9 +222,12 @@ class JobRounds:
         if reason == "DeadlineExceeded":
             reason, text = "Timeout", f"the run did not finish within its timeout ({timeout:g}s)"
         else:
-            reason, text = "JobFailed", (
-                f"Job {settings.job_namespace}/{name} ended ({reason}) without finishing the "
-                f"round: {message or 'see its pod logs'}"
+            reason, text = (
+                "JobFailed",
+                (
+                    f"Job {settings.job_namespace}/{name} ended ({reason}) without finishing the "
+                    f"round: {message or 'see its pod logs'}"
+                ),
             )
         await fail(projection_for(writer, fresh), recorder, reason, text)
         return Outcome.FAILED, writer.last_object or dict(fresh.body)

@@ -48,14 +48,20 @@ async def crd_selects_phase(kube: Kube, crd: str = f"{INVESTIGATION_PLURAL}.{GRO
         return False
     paths = {f.get("jsonPath") for v in found["spec"].get("versions") or [] for f in v.get("selectableFields") or []}
     if ".status.phase" not in paths:
-        logger.warning("the CRD %s is older than this operator (no selectable status.phase; apply "
-                       "this version's CRDs): watching every Investigation whole", crd)
+        logger.warning(
+            "the CRD %s is older than this operator (no selectable status.phase; apply "
+            "this version's CRDs): watching every Investigation whole",
+            crd,
+        )
         return False
     return True
 
 
 def configure_selection(
-    settings: kopf.OperatorSettings, *, job_mode: bool, selectable: bool = True,
+    settings: kopf.OperatorSettings,
+    *,
+    job_mode: bool,
+    selectable: bool = True,
     idle_conversations: bool = True,
 ) -> None:
     """Server-side selection (when the CRD allows it) and paged lists for Kopf's watches."""

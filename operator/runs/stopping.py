@@ -29,7 +29,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
 
 
 async def run_until_stopped(
-    work: Coroutine[Any, Any, None], stopped: kopf.DaemonStopped,
+    work: Coroutine[Any, Any, None],
+    stopped: kopf.DaemonStopped,
     gone: asyncio.Event | None = None,
 ) -> None:
     """Runs `work` until it returns, the daemon is asked to stop, or `gone` is set (the watch

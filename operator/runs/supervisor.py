@@ -132,9 +132,7 @@ class Supervisor:
         self.slots = asyncio.Semaphore(engine.settings.concurrency)
         self.jobs = JobRounds(engine)
 
-    async def supervise(
-        self, body: Mapping[str, Any], is_deleted: Callable[[], bool] = lambda: False
-    ) -> None:
+    async def supervise(self, body: Mapping[str, Any], is_deleted: Callable[[], bool] = lambda: False) -> None:
         """Runs the object (kept up to date by the watch) while it has work."""
         view = view_of(body)
         feed = self.feeds.event(view.ref.uid)
@@ -155,9 +153,7 @@ class Supervisor:
             return view_of(latest)
         return view
 
-    async def _supervise(
-        self, body: Mapping[str, Any], feed: asyncio.Event, recorder: EventRecorder
-    ) -> None:
+    async def _supervise(self, body: Mapping[str, Any], feed: asyncio.Event, recorder: EventRecorder) -> None:
         settings = self.engine.settings
         latest: dict[str, Any] | None = None  # our own last write, newer than the watch
         while True:
@@ -216,11 +212,12 @@ class Supervisor:
         showing `approval_required` on a failed run."""
         what = "turn" if isinstance(view, ConversationView) else "investigation"
         message = (
-            f"the {what} did not finish within its timeout "
-            f"({view.timeout(self.engine.settings.default_timeout):g}s)"
+            f"the {what} did not finish within its timeout ({view.timeout(self.engine.settings.default_timeout):g}s)"
         )
         transcript = Transcript(
-            self.engine.kube, view.ref.namespace, view.ref.owner,
+            self.engine.kube,
+            view.ref.namespace,
+            view.ref.owner,
             chunk_limit=self.engine.settings.chunk_limit,
         )
         state = await transcript.load()
@@ -243,9 +240,7 @@ class Supervisor:
         assert writer.last_object is not None
         return writer.last_object
 
-    async def _check_decisions(
-        self, view: RunView, recorder: EventRecorder
-    ) -> dict[str, Any] | None:
+    async def _check_decisions(self, view: RunView, recorder: EventRecorder) -> dict[str, Any] | None:
         """Reports invalid decisions in the DecisionsAccepted condition (and an Event)."""
         if not view.decisions:
             return None
@@ -272,7 +267,9 @@ class Supervisor:
                 recorder.post("InvalidDecision", message, "Warning")
         elif current == "False":
             writer.set_condition(
-                CONDITION_DECISIONS_ACCEPTED, True, "Valid",
+                CONDITION_DECISIONS_ACCEPTED,
+                True,
+                "Valid",
                 "Every decision names a call that waited for one",
             )
         await writer.flush()

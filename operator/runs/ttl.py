@@ -64,9 +64,7 @@ class TtlReaper:
             return
         self.forget(uid)
         loop = asyncio.get_running_loop()
-        handle = loop.call_later(
-            max(0.0, expiry - time.time()), self._fire, meta["namespace"], meta["name"], uid
-        )
+        handle = loop.call_later(max(0.0, expiry - time.time()), self._fire, meta["namespace"], meta["name"], uid)
         self._timers[uid] = (expiry, handle)
 
     async def follow(self, namespaces: Sequence[str] = (), *, selective: bool = True) -> None:
@@ -75,12 +73,11 @@ class TtlReaper:
         `selective` (an older CRD that cannot select by phase) it watches every Investigation
         and keeps only the timers (`consider` skips the rest)."""
         selectors = FINISHED_WITH_TTL_SELECTORS if selective else ("",)
-        paths = [investigation_path(ns) for ns in namespaces] or [
-            resource_path(INVESTIGATION_PLURAL, None)
-        ]
+        paths = [investigation_path(ns) for ns in namespaces] or [resource_path(INVESTIGATION_PLURAL, None)]
         tasks = [
             asyncio.create_task(self._follow(path, selector), name=f"ttl watch {path}")
-            for path in paths for selector in selectors
+            for path in paths
+            for selector in selectors
         ]
         try:
             await asyncio.gather(*tasks)

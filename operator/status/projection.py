@@ -104,7 +104,11 @@ class Projection:
         raise NotImplementedError
 
     def done(
-        self, state: TranscriptState, text: str, sections: dict[str, str] | None, message: str,
+        self,
+        state: TranscriptState,
+        text: str,
+        sections: dict[str, str] | None,
+        message: str,
         transcript: dict[str, Any],
     ) -> None:
         raise NotImplementedError
@@ -132,8 +136,12 @@ class InvestigationProjection(Projection):
     def running(self, note: str, start_time: str, model: str, transcript: dict[str, Any]) -> None:
         self._conditions_running(note)
         self.writer.set(
-            phase=Phase.RUNNING.value, startTime=start_time, model=model, message=note,
-            pendingApprovals=[], transcript=transcript,
+            phase=Phase.RUNNING.value,
+            startTime=start_time,
+            model=model,
+            message=note,
+            pendingApprovals=[],
+            transcript=transcript,
         )
 
     def progress(self, state: TranscriptState, message: str | None = None) -> None:
@@ -145,13 +153,19 @@ class InvestigationProjection(Projection):
         facts = self.facts(state)
         self._conditions_awaiting(message)
         self.writer.set(
-            phase=Phase.AWAITING_APPROVAL.value, message=message,
-            pendingApprovals=facts.pending_approvals, transcript=transcript,
+            phase=Phase.AWAITING_APPROVAL.value,
+            message=message,
+            pendingApprovals=facts.pending_approvals,
+            transcript=transcript,
             **self._facts_fields(facts),
         )
 
     def done(
-        self, state: TranscriptState, text: str, sections: dict[str, str] | None, message: str,
+        self,
+        state: TranscriptState,
+        text: str,
+        sections: dict[str, str] | None,
+        message: str,
         transcript: dict[str, Any],
     ) -> None:
         self._conditions_done("Completed", message)
@@ -159,14 +173,20 @@ class InvestigationProjection(Projection):
             phase=Phase.SUCCEEDED.value,
             analysis=cap(text, MAX_ANALYSIS_CHARS),
             sections={t: cap(s, MAX_SECTION_CHARS) for t, s in sections.items()} if sections else None,
-            message=message, pendingApprovals=[], completionTime=now_iso(), transcript=transcript,
-            **self._facts_fields(self.facts(state, settled=True)), **findings_fields(state, sections),
+            message=message,
+            pendingApprovals=[],
+            completionTime=now_iso(),
+            transcript=transcript,
+            **self._facts_fields(self.facts(state, settled=True)),
+            **findings_fields(state, sections),
         )
 
     def failed(self, state: TranscriptState | None, reason: str, message: str) -> None:
         self._conditions_failed(reason, message)
         self.writer.set(
-            phase=Phase.FAILED.value, message=message, pendingApprovals=[],
+            phase=Phase.FAILED.value,
+            message=message,
+            pendingApprovals=[],
             completionTime=now_iso(),
         )
         if state is not None:
@@ -183,8 +203,16 @@ def findings_fields(state: TranscriptState, sections: dict[str, str] | None) -> 
     if not stated:
         return {}
     return {
-        "findings": [Finding(section=cap(f.section, 200), text=cap(f.text, 1000), evidence=list(f.evidence[:50]),
-                             grounded=f.grounded, problem=f.problem and cap(f.problem, 1000)) for f in stated],
+        "findings": [
+            Finding(
+                section=cap(f.section, 200),
+                text=cap(f.text, 1000),
+                evidence=list(f.evidence[:50]),
+                grounded=f.grounded,
+                problem=f.problem and cap(f.problem, 1000),
+            )
+            for f in stated
+        ],
         "groundedFindings": f"{sum(f.grounded for f in stated)}/{len(stated)}",
     }
 
@@ -238,15 +266,17 @@ class ConversationProjection(Projection):
         self._conditions_running(note)
         self._turn(phase=Phase.RUNNING, start_time=parse_time(start_time), message=note)
         self.writer.set(
-            phase=Phase.RUNNING.value, model=model, message=note, pendingApprovals=[],
-            transcript=transcript, lastActivityTime=start_time,
+            phase=Phase.RUNNING.value,
+            model=model,
+            message=note,
+            pendingApprovals=[],
+            transcript=transcript,
+            lastActivityTime=start_time,
         )
 
     def progress(self, state: TranscriptState, message: str | None = None) -> None:
         facts = self.facts(state)
-        self.writer.set(
-            toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version
-        )
+        self.writer.set(toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version)
         if message is not None:
             self.writer.set(message=message)
 
@@ -255,9 +285,13 @@ class ConversationProjection(Projection):
         self._conditions_awaiting(message)
         self._turn(phase=Phase.AWAITING_APPROVAL, message=message, **self._facts_turn(facts))
         self.writer.set(
-            phase=Phase.AWAITING_APPROVAL.value, message=message,
-            pendingApprovals=facts.pending_approvals, transcript=transcript,
-            toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version,
+            phase=Phase.AWAITING_APPROVAL.value,
+            message=message,
+            pendingApprovals=facts.pending_approvals,
+            transcript=transcript,
+            toolCalls=facts.tool_calls,
+            usage=self._total(facts),
+            version=state.version,
         )
 
     def relays_settled(self, state: TranscriptState, note: str) -> None:
@@ -267,29 +301,42 @@ class ConversationProjection(Projection):
         self._conditions_running(note)
         self._turn(phase=Phase.RUNNING, message=note, **self._facts_turn(facts))
         self.writer.set(
-            phase=Phase.RUNNING.value, message=note, pendingApprovals=[],
-            toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version,
+            phase=Phase.RUNNING.value,
+            message=note,
+            pendingApprovals=[],
+            toolCalls=facts.tool_calls,
+            usage=self._total(facts),
+            version=state.version,
         )
 
     def done(
-        self, state: TranscriptState, text: str, sections: dict[str, str] | None, message: str,
+        self,
+        state: TranscriptState,
+        text: str,
+        sections: dict[str, str] | None,
+        message: str,
         transcript: dict[str, Any],
     ) -> None:
         facts = self.facts(state, settled=True)
         now = now_iso()
         self._turn(
-            phase=Phase.ANSWERED, answer=text, message=message,
-            completion_time=parse_time(now), **self._facts_turn(facts),
+            phase=Phase.ANSWERED,
+            answer=text,
+            message=message,
+            completion_time=parse_time(now),
+            **self._facts_turn(facts),
         )
-        all_done = all(t.phase in FINISHED_PHASES for t in self.turns) and len(self.turns) >= len(
-            self.view.asks
-        )
+        all_done = all(t.phase in FINISHED_PHASES for t in self.turns) and len(self.turns) >= len(self.view.asks)
         if all_done:
             self._conditions_done("Answered", message)
         self.writer.set(
             phase=Phase.ANSWERED.value if all_done else Phase.PENDING.value,
-            message=message, pendingApprovals=[], transcript=transcript,
-            toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version,
+            message=message,
+            pendingApprovals=[],
+            transcript=transcript,
+            toolCalls=facts.tool_calls,
+            usage=self._total(facts),
+            version=state.version,
             answeredTurns=sum(1 for t in self.turns if t.phase == Phase.ANSWERED),
             lastActivityTime=now,
         )
@@ -304,7 +351,10 @@ class ConversationProjection(Projection):
             self.writer.set(toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version)
         self._turn(phase=Phase.FAILED, message=message, completion_time=parse_time(now), **fields)
         self.writer.set(
-            phase=Phase.FAILED.value, message=message, pendingApprovals=[], lastActivityTime=now,
+            phase=Phase.FAILED.value,
+            message=message,
+            pendingApprovals=[],
+            lastActivityTime=now,
             answeredTurns=sum(1 for t in self.turns if t.phase == Phase.ANSWERED),
         )
 
@@ -318,9 +368,11 @@ def _capped(turns: list[TurnStatus]) -> list[TurnStatus]:
     """Status stays small: the latest answers in full (up to a limit), older ones as excerpts."""
     recent = len(turns) - RECENT_TURNS
     return [
-        t if t.answer is None else t.model_copy(update={"answer": cap(
-            t.answer, RECENT_TURN_ANSWER_CHARS if i >= recent else OLD_TURN_ANSWER_CHARS
-        )})
+        t
+        if t.answer is None
+        else t.model_copy(
+            update={"answer": cap(t.answer, RECENT_TURN_ANSWER_CHARS if i >= recent else OLD_TURN_ANSWER_CHARS)}
+        )
         for i, t in enumerate(turns)
     ]
 
@@ -339,16 +391,23 @@ def conversation_turns(
         end = starts[position + 1][1] if position + 1 < len(starts) else len(state.records)
         facts = run_facts(state, seq, end, settled=True)
         update: dict[str, Any] = {
-            "ask": asks[index], "steps": facts.steps, "tool_call_count": facts.tool_call_count,
-            "usage": facts.usage, "start_time": parse_time(state.records[seq].get("at")),
+            "ask": asks[index],
+            "steps": facts.steps,
+            "tool_call_count": facts.tool_call_count,
+            "usage": facts.usage,
+            "start_time": parse_time(state.records[seq].get("at")),
         }
         for record in state.records[seq:end]:
             if record.get("t") == RecordType.ANSWER:
-                update.update(phase=Phase.ANSWERED, answer=record.get("text") or "",
-                              completion_time=parse_time(record.get("at")))
+                update.update(
+                    phase=Phase.ANSWERED, answer=record.get("text") or "", completion_time=parse_time(record.get("at"))
+                )
             elif record.get("t") == RecordType.ERROR:
-                update.update(phase=Phase.FAILED, message=record.get("message") or "",
-                              completion_time=parse_time(record.get("at")))
+                update.update(
+                    phase=Phase.FAILED,
+                    message=record.get("message") or "",
+                    completion_time=parse_time(record.get("at")),
+                )
         result[index] = _updated(result[index], update)
     return result
 

@@ -86,7 +86,11 @@ class StatusWriter:
         self._schedule()
 
     def set_condition(
-        self, type: str, status: ConditionStatus | bool, reason: str, message: str = ""  # noqa: A002
+        self,
+        type: str,
+        status: ConditionStatus | bool,
+        reason: str,
+        message: str = "",  # noqa: A002
     ) -> None:
         """Sets one condition (Kubernetes conventions: the transition time only moves on change)."""
         existing = [Condition.model_validate(c) for c in self.current.get("conditions", [])]

@@ -52,8 +52,15 @@ def scope_account_name(namespaces: list[str]) -> str:
 class ScopeIdentities:
     """Mints (and caches) the identity of each scope, with the operator's client."""
 
-    def __init__(self, operator: k8s.ApiClient, scopes_namespace: str, read_role: str,
-                 cluster: ToolsIdentity | None, *, idle: float = DEFAULT_IDLE) -> None:
+    def __init__(
+        self,
+        operator: k8s.ApiClient,
+        scopes_namespace: str,
+        read_role: str,
+        cluster: ToolsIdentity | None,
+        *,
+        idle: float = DEFAULT_IDLE,
+    ) -> None:
         self.operator = operator
         self.scopes_namespace = scopes_namespace
         self.read_role = read_role
@@ -121,9 +128,7 @@ class ScopeIdentities:
         """Deletes the accounts (and their RoleBindings) no run used for `idle` seconds;
         returns their names. Each is deleted under its scope's lock, so a run of that scope
         either got it before (and stamped it) or makes it again after."""
-        found = self._core.list_namespaced_service_account(
-            self.scopes_namespace, label_selector=SCOPE_LABEL
-        ).items
+        found = self._core.list_namespaced_service_account(self.scopes_namespace, label_selector=SCOPE_LABEL).items
         removed = []
         for account in found:
             name = account.metadata.name
@@ -148,8 +153,12 @@ class ScopeIdentities:
         for namespace in filter(None, annotations.get(NAMESPACES_ANNOTATION, "").split(",")):
             _gone(self._rbac.delete_namespaced_role_binding, f"lestrade-{name}", namespace)
         # Only the account read above: one made again meanwhile is another object.
-        _gone(self._core.delete_namespaced_service_account, name, self.scopes_namespace,
-              body=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=account.metadata.uid)))
+        _gone(
+            self._core.delete_namespaced_service_account,
+            name,
+            self.scopes_namespace,
+            body=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=account.metadata.uid)),
+        )
         identity = self._identities.pop(name, None)
         self._stamped.pop(name, None)
         if identity is not None:
@@ -159,19 +168,21 @@ class ScopeIdentities:
     def _ensure(self, name: str, namespaces: list[str]) -> bool:
         """Creates the account and its bindings; False when a namespace does not exist yet."""
         labels = {SCOPE_LABEL: name, "app.kubernetes.io/managed-by": "lestrade-operator"}
-        account = k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(
-            name=name, labels=labels,
-            annotations={NAMESPACES_ANNOTATION: ",".join(sorted(namespaces)), LAST_USED_ANNOTATION: _now()},
-        ), automount_service_account_token=False)
+        account = k8s.V1ServiceAccount(
+            metadata=k8s.V1ObjectMeta(
+                name=name,
+                labels=labels,
+                annotations={NAMESPACES_ANNOTATION: ",".join(sorted(namespaces)), LAST_USED_ANNOTATION: _now()},
+            ),
+            automount_service_account_token=False,
+        )
         _created(self._core.create_namespaced_service_account, self.scopes_namespace, account)
         complete = True
         for namespace in namespaces:
             binding = k8s.V1RoleBinding(
                 metadata=k8s.V1ObjectMeta(name=f"lestrade-{name}", labels=labels),
-                role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                       name=self.read_role),
-                subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=name,
-                                            namespace=self.scopes_namespace)],
+                role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=self.read_role),
+                subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=name, namespace=self.scopes_namespace)],
             )
             try:
                 _created(self._rbac.create_namespaced_role_binding, namespace, binding)

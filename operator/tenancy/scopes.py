@@ -112,8 +112,13 @@ def parse_policy(text: str) -> ScopePolicy:
             namespaces = _names(item.get("namespaces"), f"grants[{i}].namespaces")
             if not namespaces:
                 raise ValueError(f"grants[{i}].namespaces is required")
-            grants.append(Grant(namespaces, _names(item.get("groups"), f"grants[{i}].groups"),
-                                _names(item.get("fromNamespaces"), f"grants[{i}].fromNamespaces")))
+            grants.append(
+                Grant(
+                    namespaces,
+                    _names(item.get("groups"), f"grants[{i}].groups"),
+                    _names(item.get("fromNamespaces"), f"grants[{i}].fromNamespaces"),
+                )
+            )
         shared = []
         mcp_items = document.get("mcpServers") or [] if isinstance(document, dict) else []
         if not isinstance(mcp_items, list):
@@ -124,9 +129,16 @@ def parse_policy(text: str) -> ScopePolicy:
             servers = _names(item.get("servers"), f"mcpServers[{i}].servers")
             if not servers or not all(s.count("/") == 1 and all(s.split("/")) for s in servers):
                 raise ValueError(f"mcpServers[{i}].servers: a list of namespace/name (or namespace/*)")
-            shared.append(McpGrant(servers, Grant(
-                ("-",), _names(item.get("groups"), f"mcpServers[{i}].groups"),
-                _names(item.get("fromNamespaces"), f"mcpServers[{i}].fromNamespaces"))))
+            shared.append(
+                McpGrant(
+                    servers,
+                    Grant(
+                        ("-",),
+                        _names(item.get("groups"), f"mcpServers[{i}].groups"),
+                        _names(item.get("fromNamespaces"), f"mcpServers[{i}].fromNamespaces"),
+                    ),
+                )
+            )
         return ScopePolicy(tuple(grants), mcp_grants=tuple(shared))
     except (yaml.YAMLError, ValueError, AttributeError) as exc:
         return ScopePolicy(error=f"scope policy {POLICY_KEY}: {exc}")
@@ -162,4 +174,3 @@ def decide_scope(namespace: str, requester: Requester | None, policy: ScopePolic
     if ALL_NAMESPACES in readable:
         return RunScope(cluster=True, namespaces=[], reason=reason)
     return RunScope(cluster=False, namespaces=sorted(readable), reason=reason)
-

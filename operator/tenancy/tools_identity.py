@@ -42,8 +42,9 @@ def parse_service_account(value: str, default_namespace: str) -> tuple[str, str]
 class ToolsIdentity:
     """Token, kubeconfig and ApiClient of the tools' ServiceAccount, minted with `operator`'s client."""
 
-    def __init__(self, operator: k8s.ApiClient, namespace: str, service_account: str,
-                 *, seconds: int = TOKEN_SECONDS) -> None:
+    def __init__(
+        self, operator: k8s.ApiClient, namespace: str, service_account: str, *, seconds: int = TOKEN_SECONDS
+    ) -> None:
         self.namespace = namespace
         self.service_account = service_account
         self.seconds = max(seconds, 600)

@@ -30,7 +30,9 @@ fire it (prometheus_rules: expression, state, last error) and who silenced what
 
 
 class _HttpJson:
-    def __init__(self, url: str, *, headers: dict[str, str] | None, timeout: float, verify: bool | str, what: str) -> None:
+    def __init__(
+        self, url: str, *, headers: dict[str, str] | None, timeout: float, verify: bool | str, what: str
+    ) -> None:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout = timeout
@@ -71,12 +73,24 @@ def _since(stamp: str | None) -> str:
     except ValueError:
         return _short(stamp, 40)
     ago = int((datetime.now(UTC) - when).total_seconds())
-    span = f"{ago // 86400}d" if ago >= 86400 else f"{ago // 3600}h" if ago >= 3600 else f"{ago // 60}m" if ago >= 60 else f"{max(ago, 0)}s"
+    span = (
+        f"{ago // 86400}d"
+        if ago >= 86400
+        else f"{ago // 3600}h"
+        if ago >= 3600
+        else f"{ago // 60}m"
+        if ago >= 60
+        else f"{max(ago, 0)}s"
+    )
     return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} ({span} ago)"
 
 
 def _annotations(annotations: dict[str, Any] | None) -> str:
-    picked = [f"{k}: {_short(v)}" for k, v in sorted((annotations or {}).items()) if k in ("summary", "description", "message", "runbook_url")]
+    picked = [
+        f"{k}: {_short(v)}"
+        for k, v in sorted((annotations or {}).items())
+        if k in ("summary", "description", "message", "runbook_url")
+    ]
     return ("\n    " + "\n    ".join(picked)) if picked else ""
 
 
@@ -85,7 +99,9 @@ def _more(total: int, shown: int, hint: str) -> list[str]:
 
 
 class _Alerting:
-    def __init__(self, prometheus: _HttpJson | None, alertmanager: _HttpJson | None, scope: NamespaceScope | None) -> None:
+    def __init__(
+        self, prometheus: _HttpJson | None, alertmanager: _HttpJson | None, scope: NamespaceScope | None
+    ) -> None:
         self.prometheus = prometheus
         self.alertmanager = alertmanager
         self.scope = scope
@@ -102,16 +118,21 @@ class _Alerting:
         if state not in (None, "firing", "pending"):
             raise ToolInputError("state must be firing or pending")
         body = await self.prometheus.get("/api/v1/alerts")
-        alerts = [a for a in (body.get("data") or {}).get("alerts") or []
-                  if self._visible(a.get("labels")) and (state is None or a.get("state") == state)]
+        alerts = [
+            a
+            for a in (body.get("data") or {}).get("alerts") or []
+            if self._visible(a.get("labels")) and (state is None or a.get("state") == state)
+        ]
         if not alerts:
             return f"no {state or 'firing or pending'} alerts{self._scope_note()}"
         alerts.sort(key=lambda a: a.get("activeAt") or "", reverse=True)
         lines = [f"{len(alerts)} alerts{self._scope_note()}, newest first:"]
         for a in alerts[:MAX_ITEMS]:
             labels = a.get("labels") or {}
-            lines.append(f"- {a.get('state', '?')} {labels.get('alertname', '?')} {_labels(labels)} since "
-                         f"{_since(a.get('activeAt'))} value={_short(a.get('value'), 40)}{_annotations(a.get('annotations'))}")
+            lines.append(
+                f"- {a.get('state', '?')} {labels.get('alertname', '?')} {_labels(labels)} since "
+                f"{_since(a.get('activeAt'))} value={_short(a.get('value'), 40)}{_annotations(a.get('annotations'))}"
+            )
         return "\n".join(lines + _more(len(alerts), MAX_ITEMS, "filter by state"))
 
     async def prometheus_rules(self, p: Params) -> str:
@@ -137,23 +158,34 @@ class _Alerting:
                 shown += 1
                 state = rule.get("state") or rule.get("type", "?")
                 error = f" lastError={_short(rule.get('lastError'))}" if rule.get("lastError") else ""
-                lines.append(f"- {rule.get('type', '?')} {rule.get('name', '?')} [{group.get('name', '?')}] "
-                             f"{state} health={rule.get('health', '?')}{error}\n    expr: {_short(rule.get('query'), 500)}")
+                lines.append(
+                    f"- {rule.get('type', '?')} {rule.get('name', '?')} [{group.get('name', '?')}] "
+                    f"{state} health={rule.get('health', '?')}{error}\n    expr: {_short(rule.get('query'), 500)}"
+                )
                 for a in alerts[:5]:
-                    lines.append(f"    {a.get('state', '?')} {_labels(a.get('labels'))} since {_since(a.get('activeAt'))}")
+                    lines.append(
+                        f"    {a.get('state', '?')} {_labels(a.get('labels'))} since {_since(a.get('activeAt'))}"
+                    )
                 if len(alerts) > 5:
                     lines.append(f"    [... {len(alerts) - 5} more alerts of this rule; prometheus_alerts lists them]")
         if not total:
             return f"no rules{self._scope_note()}"
-        return "\n".join([f"{total} rules{self._scope_note()}:"] + lines + _more(total, shown, "filter by type or name"))
+        return "\n".join(
+            [f"{total} rules{self._scope_note()}:"] + lines + _more(total, shown, "filter by type or name")
+        )
 
     async def alertmanager_alerts(self, p: Params) -> str:
         assert self.alertmanager is not None
-        params = [("active", "true"), ("silenced", "true" if p.raw.get("include_silenced") else "false"),
-                  ("inhibited", "true" if p.raw.get("include_silenced") else "false")]
+        params = [
+            ("active", "true"),
+            ("silenced", "true" if p.raw.get("include_silenced") else "false"),
+            ("inhibited", "true" if p.raw.get("include_silenced") else "false"),
+        ]
         for matcher in _matchers(p):
             params.append(("filter", matcher))
-        alerts = [a for a in await self.alertmanager.get("/api/v2/alerts", params) or [] if self._visible(a.get("labels"))]
+        alerts = [
+            a for a in await self.alertmanager.get("/api/v2/alerts", params) or [] if self._visible(a.get("labels"))
+        ]
         if not alerts:
             return f"no active alerts in Alertmanager{self._scope_note()}"
         alerts.sort(key=lambda a: a.get("startsAt") or "", reverse=True)
@@ -166,21 +198,31 @@ class _Alerting:
                 muted += f" silenced by {', '.join(status['silencedBy'][:3])}"
             if status.get("inhibitedBy"):
                 muted += f" inhibited by {', '.join(status['inhibitedBy'][:3])}"
-            lines.append(f"- {status.get('state', '?')} {labels.get('alertname', '?')} {_labels(labels)} since "
-                         f"{_since(a.get('startsAt'))}{muted}{_annotations(a.get('annotations'))}")
+            lines.append(
+                f"- {status.get('state', '?')} {labels.get('alertname', '?')} {_labels(labels)} since "
+                f"{_since(a.get('startsAt'))}{muted}{_annotations(a.get('annotations'))}"
+            )
         return "\n".join(lines + _more(len(alerts), MAX_ITEMS, "add a filter"))
 
     def _silence_visible(self, silence: dict[str, Any]) -> bool:
         if self.scope is None:
             return True
-        return any(m.get("name") == self.scope.label and not m.get("isRegex") and m.get("isEqual", True)
-                   and m.get("value") in self.scope.namespaces for m in silence.get("matchers") or [])
+        return any(
+            m.get("name") == self.scope.label
+            and not m.get("isRegex")
+            and m.get("isEqual", True)
+            and m.get("value") in self.scope.namespaces
+            for m in silence.get("matchers") or []
+        )
 
     async def alertmanager_silences(self, p: Params) -> str:
         assert self.alertmanager is not None
         everything = bool(p.raw.get("include_expired"))
-        silences = [s for s in await self.alertmanager.get("/api/v2/silences") or []
-                    if self._silence_visible(s) and (everything or (s.get("status") or {}).get("state") != "expired")]
+        silences = [
+            s
+            for s in await self.alertmanager.get("/api/v2/silences") or []
+            if self._silence_visible(s) and (everything or (s.get("status") or {}).get("state") != "expired")
+        ]
         if not silences:
             return f"no {'' if everything else 'active or pending '}silences{self._scope_note()}"
         silences.sort(key=lambda s: s.get("startsAt") or "", reverse=True)
@@ -188,10 +230,14 @@ class _Alerting:
         for s in silences[:MAX_ITEMS]:
             matchers = ", ".join(
                 f"{m.get('name')}{('=~' if m.get('isRegex') else '=') if m.get('isEqual', True) else ('!~' if m.get('isRegex') else '!=')}"
-                f'"{_short(m.get("value"), 80)}"' for m in s.get("matchers") or [])
-            lines.append(f"- {(s.get('status') or {}).get('state', '?')} {s.get('id', '?')} {{{matchers}}} by "
-                         f"{_short(s.get('createdBy'), 60)} from {_since(s.get('startsAt'))} until {_short(s.get('endsAt'), 30)}"
-                         f"\n    comment: {_short(s.get('comment'))}")
+                f'"{_short(m.get("value"), 80)}"'
+                for m in s.get("matchers") or []
+            )
+            lines.append(
+                f"- {(s.get('status') or {}).get('state', '?')} {s.get('id', '?')} {{{matchers}}} by "
+                f"{_short(s.get('createdBy'), 60)} from {_since(s.get('startsAt'))} until {_short(s.get('endsAt'), 30)}"
+                f"\n    comment: {_short(s.get('comment'))}"
+            )
         return "\n".join(lines + _more(len(silences), MAX_ITEMS, "most recent shown"))
 
 
@@ -200,41 +246,80 @@ def _matchers(p: Params) -> list[str]:
     if value in (None, "", []):
         return []
     items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(i, str) and 0 < len(i) <= 200 for i in items) or len(items) > 10:
+    if (
+        not isinstance(items, list)
+        or not all(isinstance(i, str) and 0 < len(i) <= 200 for i in items)
+        or len(items) > 10
+    ):
         raise ToolInputError('filter must be a list of up to 10 matchers like alertname="KubePodCrashLooping"')
     return items
 
 
-def alerting_toolset(prometheus_url: str | None = None, alertmanager_url: str | None = None, *,
-                     headers: dict[str, str] | None = None, timeout: float = 30.0, verify: bool | str = True,
-                     scope: NamespaceScope | None = None) -> Toolset:
+def alerting_toolset(
+    prometheus_url: str | None = None,
+    alertmanager_url: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    verify: bool | str = True,
+    scope: NamespaceScope | None = None,
+) -> Toolset:
     """Alert and rule tools for the servers that are configured; with `scope`, only what belongs
     to its namespaces."""
     view = _Alerting(
-        _HttpJson(prometheus_url, headers=headers, timeout=timeout, verify=verify, what="Prometheus") if prometheus_url else None,
-        _HttpJson(alertmanager_url, headers=headers, timeout=timeout, verify=verify, what="Alertmanager") if alertmanager_url else None,
+        _HttpJson(prometheus_url, headers=headers, timeout=timeout, verify=verify, what="Prometheus")
+        if prometheus_url
+        else None,
+        _HttpJson(alertmanager_url, headers=headers, timeout=timeout, verify=verify, what="Alertmanager")
+        if alertmanager_url
+        else None,
         scope,
     )
     tools: list[Tool] = []
     if prometheus_url:
         tools += [
-            FunctionTool("prometheus_alerts", "Alerts Prometheus evaluates as firing or pending, newest first, with their labels and summary.",
-                         schema(None, state={"type": "string", "enum": ["firing", "pending"]}), view.prometheus_alerts,
-                         lambda p: f"prometheus alerts {p.opt_str('state') or ''}".rstrip()),
-            FunctionTool("prometheus_rules", "Alerting and recording rules: expression, state, health, last error, and the alerts each fires.",
-                         schema(None, type={"type": "string", "enum": ["alert", "record"]},
-                                name={"type": "string", "description": "one rule's name"}), view.prometheus_rules,
-                         lambda p: f"prometheus rules {p.opt_str('type') or ''} {p.opt_str('name') or ''}".rstrip()),
+            FunctionTool(
+                "prometheus_alerts",
+                "Alerts Prometheus evaluates as firing or pending, newest first, with their labels and summary.",
+                schema(None, state={"type": "string", "enum": ["firing", "pending"]}),
+                view.prometheus_alerts,
+                lambda p: f"prometheus alerts {p.opt_str('state') or ''}".rstrip(),
+            ),
+            FunctionTool(
+                "prometheus_rules",
+                "Alerting and recording rules: expression, state, health, last error, and the alerts each fires.",
+                schema(
+                    None,
+                    type={"type": "string", "enum": ["alert", "record"]},
+                    name={"type": "string", "description": "one rule's name"},
+                ),
+                view.prometheus_rules,
+                lambda p: f"prometheus rules {p.opt_str('type') or ''} {p.opt_str('name') or ''}".rstrip(),
+            ),
         ]
     if alertmanager_url:
         tools += [
-            FunctionTool("alertmanager_alerts", "Active alerts in Alertmanager (as routed to people), newest first; silenced and inhibited ones on request.",
-                         schema(None, filter={"type": "array", "items": {"type": "string"},
-                                              "description": 'matchers, e.g. ["alertname=\\"KubePodCrashLooping\\""]'},
-                                include_silenced={"type": "boolean"}), view.alertmanager_alerts,
-                         lambda p: f"alertmanager alerts {' '.join(_matchers(p))}".rstrip()),
-            FunctionTool("alertmanager_silences", "Silences in Alertmanager: matchers, who, why, until when (active and pending; expired on request).",
-                         schema(None, include_expired={"type": "boolean"}), view.alertmanager_silences,
-                         lambda p: "alertmanager silences"),
+            FunctionTool(
+                "alertmanager_alerts",
+                "Active alerts in Alertmanager (as routed to people), newest first; silenced and inhibited ones on request.",
+                schema(
+                    None,
+                    filter={
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": 'matchers, e.g. ["alertname=\\"KubePodCrashLooping\\""]',
+                    },
+                    include_silenced={"type": "boolean"},
+                ),
+                view.alertmanager_alerts,
+                lambda p: f"alertmanager alerts {' '.join(_matchers(p))}".rstrip(),
+            ),
+            FunctionTool(
+                "alertmanager_silences",
+                "Silences in Alertmanager: matchers, who, why, until when (active and pending; expired on request).",
+                schema(None, include_expired={"type": "boolean"}),
+                view.alertmanager_silences,
+                lambda p: "alertmanager silences",
+            ),
         ]
     return Toolset(name="alerting", tools=tools, instructions=_INSTRUCTIONS, enabled=bool(tools), read_only=True)

@@ -85,7 +85,9 @@ class Params:
             raise ToolInputError(f"parameter '{key}' must be a string")
         return value.strip()
 
-    def integer(self, key: str, default: int | None = None, *, lo: int | None = None, hi: int | None = None) -> int | None:
+    def integer(
+        self, key: str, default: int | None = None, *, lo: int | None = None, hi: int | None = None
+    ) -> int | None:
         value = self.raw.get(key)
         if value is None or value == "":
             return default

@@ -63,9 +63,12 @@ def frontend_toolset(specs: list[Any], results: Mapping[str, str]) -> Toolset:
     """The Conversation's spec.frontendTools as a toolset; `results` by `call_key`."""
     tools = [
         FrontendTool(
-            name=s.name, description=s.description,
+            name=s.name,
+            description=s.description,
             parameters=s.parameters or {"type": "object", "properties": {}},
-            mode=s.mode, noop_response=s.noop_response, results=results,
+            mode=s.mode,
+            noop_response=s.noop_response,
+            results=results,
         )
         for s in specs
     ]

@@ -120,7 +120,11 @@ def format_matrix(result: list[dict[str, Any]]) -> str:
         values = series.get("values") or []
         if not values:
             continue
-        picked = values if len(values) <= MAX_POINTS else [values[round(i * (len(values) - 1) / (MAX_POINTS - 1))] for i in range(MAX_POINTS)]
+        picked = (
+            values
+            if len(values) <= MAX_POINTS
+            else [values[round(i * (len(values) - 1) / (MAX_POINTS - 1))] for i in range(MAX_POINTS)]
+        )
         numbers = [float(v[1]) for v in values if v[1] not in ("NaN", "+Inf", "-Inf")]
         stats = f"min={_num(str(min(numbers)))} max={_num(str(max(numbers)))} " if numbers else ""
         points = " ".join(f"{_ts(float(t))[11:19]}={_num(v)}" for t, v in picked)
@@ -134,8 +138,15 @@ def format_matrix(result: list[dict[str, Any]]) -> str:
 
 
 class _Prometheus:
-    def __init__(self, url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0,
-                 verify: bool | str = True, scope: NamespaceScope | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        verify: bool | str = True,
+        scope: NamespaceScope | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.headers = headers or {}
         self.timeout = timeout
@@ -218,14 +229,18 @@ class _Prometheus:
         if start >= end:
             raise ToolInputError("start must be before end")
         step = _duration_seconds(p.opt_str("step")) or max(1.0, math.ceil((end - start) / 120))
-        data, warnings = await self.api("query_range", [("query", query), ("start", str(start)), ("end", str(end)), ("step", str(step))])
+        data, warnings = await self.api(
+            "query_range", [("query", query), ("start", str(start)), ("end", str(end)), ("step", str(step))]
+        )
         return _with_warnings(format_matrix(data.get("result") or []), warnings)
 
     async def series(self, p: Params) -> str:
         match = await self.confine(p.required("match"), selector=True)
         now = time.time()
         start = parse_time_arg(p.opt_str("start"), now - 3600, now)
-        data, warnings = await self.api("series", [("match[]", match), ("start", str(start)), ("end", str(now)), ("limit", "201")])
+        data, warnings = await self.api(
+            "series", [("match[]", match), ("start", str(start)), ("end", str(now)), ("limit", "201")]
+        )
         if not data:
             return "no series matched"
         lines = [_labels(s) for s in data[:200]]
@@ -265,26 +280,55 @@ def _with_warnings(text: str, warnings: list[str]) -> str:
     return text + ("\nwarnings: " + "; ".join(warnings) if warnings else "")
 
 
-def prometheus_toolset(url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0,
-                       verify: bool | str = True, scope: NamespaceScope | None = None) -> Toolset:
+def prometheus_toolset(
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    verify: bool | str = True,
+    scope: NamespaceScope | None = None,
+) -> Toolset:
     """PromQL tools against the Prometheus-compatible API at `url` (e.g. http://prometheus:9090);
     with `scope`, every query reads only series of the scope's namespaces."""
     prom = _Prometheus(url, headers=headers, timeout=timeout, verify=verify, scope=scope)
     when = {"type": "string", "description": "now, -1h, RFC3339 or unix"}
     tools: list[Tool] = [
-        FunctionTool("prometheus_instant_query", "Evaluate a PromQL query at one time (default now).",
-                     schema(["query"], query={"type": "string"}, time=when), prom.instant,
-                     lambda p: f"promql: {p.opt_str('query')}"),
-        FunctionTool("prometheus_range_query", "Evaluate PromQL over a time range (default last 1h); a few points per series.",
-                     schema(["query"], query={"type": "string"}, start=when, end=when,
-                            step={"type": "string", "description": "e.g. 1m"}), prom.range,
-                     lambda p: f"promql range: {p.opt_str('query')} [{p.opt_str('start') or '-1h'}..{p.opt_str('end') or 'now'}]"),
-        FunctionTool("prometheus_series", "List series matching a selector, e.g. up{job=\"api\"}.",
-                     schema(["match"], match={"type": "string"}, start=when), prom.series,
-                     lambda p: f"prometheus series {p.opt_str('match')}"),
-        FunctionTool("prometheus_labels", "List label names, or one label's values (e.g. label=__name__ lists metrics).",
-                     schema(None, label={"type": "string"}, match={"type": "string"}), prom.labels,
-                     lambda p: f"prometheus labels {p.opt_str('label') or ''}".rstrip()),
+        FunctionTool(
+            "prometheus_instant_query",
+            "Evaluate a PromQL query at one time (default now).",
+            schema(["query"], query={"type": "string"}, time=when),
+            prom.instant,
+            lambda p: f"promql: {p.opt_str('query')}",
+        ),
+        FunctionTool(
+            "prometheus_range_query",
+            "Evaluate PromQL over a time range (default last 1h); a few points per series.",
+            schema(
+                ["query"],
+                query={"type": "string"},
+                start=when,
+                end=when,
+                step={"type": "string", "description": "e.g. 1m"},
+            ),
+            prom.range,
+            lambda p: (
+                f"promql range: {p.opt_str('query')} [{p.opt_str('start') or '-1h'}..{p.opt_str('end') or 'now'}]"
+            ),
+        ),
+        FunctionTool(
+            "prometheus_series",
+            'List series matching a selector, e.g. up{job="api"}.',
+            schema(["match"], match={"type": "string"}, start=when),
+            prom.series,
+            lambda p: f"prometheus series {p.opt_str('match')}",
+        ),
+        FunctionTool(
+            "prometheus_labels",
+            "List label names, or one label's values (e.g. label=__name__ lists metrics).",
+            schema(None, label={"type": "string"}, match={"type": "string"}),
+            prom.labels,
+            lambda p: f"prometheus labels {p.opt_str('label') or ''}".rstrip(),
+        ),
     ]
     instructions = _INSTRUCTIONS
     if scope is not None:

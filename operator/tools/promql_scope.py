@@ -98,7 +98,9 @@ def _duration(delta: timedelta) -> str:
 
 def _selector_parts(selector: Any) -> list[tuple[str, str, str]]:
     if selector.matchers.or_matchers:
-        raise ScopeRefused("selectors with `or` between matchers cannot be confined; write one selector per alternative")
+        raise ScopeRefused(
+            "selectors with `or` between matchers cannot be confined; write one selector per alternative"
+        )
     parts = [(m.name, _op(m), m.value) for m in selector.matchers.matchers]
     if selector.name:
         parts.insert(0, ("__name__", "=", selector.name))
@@ -160,8 +162,10 @@ def _check(expr: Any, scope: NamespaceScope) -> int:
     count = 0
     for node in _nodes(expr):
         if isinstance(node, pp.Call) and node.func.name in _REFUSED_FUNCTIONS:
-            raise ScopeRefused(f"{node.func.name}() reads series outside the query's selectors and is not "
-                               f"available to runs scoped to namespaces")
+            raise ScopeRefused(
+                f"{node.func.name}() reads series outside the query's selectors and is not "
+                f"available to runs scoped to namespaces"
+            )
         if isinstance(node, pp.VectorSelector):
             count += 1
             if want not in _selector_parts(node):
@@ -190,7 +194,9 @@ def _bounded(expr: Any) -> None:
     while stack:
         seen += 1
         if seen > MAX_NODES:
-            raise ScopeRefused(f"the query has more than {MAX_NODES} parts, too many to confine; split it into smaller queries")
+            raise ScopeRefused(
+                f"the query has more than {MAX_NODES} parts, too many to confine; split it into smaller queries"
+            )
         stack.extend(_children(stack.pop()))
 
 
@@ -207,8 +213,10 @@ def enforce_query(query: str, scope: NamespaceScope) -> str:
     def post(node: Any) -> Any:
         nonlocal selectors
         if isinstance(node, pp.Call) and node.func.name in _REFUSED_FUNCTIONS:
-            raise ScopeRefused(f"{node.func.name}() reads series outside the query's selectors and is not "
-                               f"available to runs scoped to namespaces")
+            raise ScopeRefused(
+                f"{node.func.name}() reads series outside the query's selectors and is not "
+                f"available to runs scoped to namespaces"
+            )
         if isinstance(node, pp.VectorSelector):
             selectors += 1
             return _confined(node, scope)
@@ -251,5 +259,7 @@ def verify_server_ast(ast: Any, scope: NamespaceScope) -> None:
             continue
         matchers = node.get("matchers") or []
         if not any(m.get("name") == label and m.get("type") == op and m.get("value") == value for m in matchers):
-            raise ScopeRefused("the server parsed the rewritten query differently (a selector without the "
-                               "namespace matcher); it was not sent")
+            raise ScopeRefused(
+                "the server parsed the rewritten query differently (a selector without the "
+                "namespace matcher); it was not sent"
+            )

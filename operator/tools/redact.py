@@ -38,32 +38,130 @@ MAX_REDACT_CHARS = 2_000_000
 # (snake_case, kebab-case, dotted and camelCase all split).
 _SENSITIVE_WORDS = frozenset(
     {
-        "password", "passwd", "passphrase", "pwd", "pass", "secret", "secrets", "token", "tokens",
-        "apikey", "credential", "credentials", "auth", "authorization", "cookie", "privatekey",
-        "accesskey", "secretkey", "signature", "sas", "dsn", "requirepass", "masterauth", "htpasswd",
-        "dockerconfigjson", "dockercfg",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "pass",
+        "secret",
+        "secrets",
+        "token",
+        "tokens",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "signature",
+        "sas",
+        "dsn",
+        "requirepass",
+        "masterauth",
+        "htpasswd",
+        "dockerconfigjson",
+        "dockercfg",
     }
 )
 # Run-together names (`PGPASSWORD`, `MYSQLPWD`, `GHTOKEN`): a single word that ends in one of these.
-_SENSITIVE_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey",
-                      "secretkey", "accesskey", "credentials")
-_SENSITIVE_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
-                              ("client", "secret"), ("session", "key"), ("encryption", "key"),
-                              ("signing", "key"), ("master", "key"), ("account", "key"), ("tls", "key"),
-                              ("ssh", "key"), ("auth", "key"), ("license", "key")})
+_SENSITIVE_ENDINGS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+    "credentials",
+)
+_SENSITIVE_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("client", "secret"),
+        ("session", "key"),
+        ("encryption", "key"),
+        ("signing", "key"),
+        ("master", "key"),
+        ("account", "key"),
+        ("tls", "key"),
+        ("ssh", "key"),
+        ("auth", "key"),
+        ("license", "key"),
+    }
+)
 # A sensitive word followed by one of these names a reference or a setting, not a value
 # (`secretName`, `tokenFile`, `passwordSecretRef`, `tokenExpirationSeconds`).
 _REFERENCE_SUFFIXES = frozenset(
     {
-        "name", "names", "ref", "refs", "file", "files", "path", "paths", "dir", "mount", "seconds",
-        "ttl", "id", "type", "types", "kind", "length", "expiration", "expiry", "count", "enabled",
-        "mode", "policy", "provider", "selector", "namespace", "source", "volume", "keyref",
-        "header", "audience", "audiences", "url", "endpoint", "format", "algorithm", "key",
+        "name",
+        "names",
+        "ref",
+        "refs",
+        "file",
+        "files",
+        "path",
+        "paths",
+        "dir",
+        "mount",
+        "seconds",
+        "ttl",
+        "id",
+        "type",
+        "types",
+        "kind",
+        "length",
+        "expiration",
+        "expiry",
+        "count",
+        "enabled",
+        "mode",
+        "policy",
+        "provider",
+        "selector",
+        "namespace",
+        "source",
+        "volume",
+        "keyref",
+        "header",
+        "audience",
+        "audiences",
+        "url",
+        "endpoint",
+        "format",
+        "algorithm",
+        "key",
     }
 )
 _SAFE_VALUES = frozenset(
-    {"true", "false", "null", "none", "nil", "yes", "no", "", "[redacted]", "<none>", "<unset>", "<nil>", "<set",
-     "|", ">", "|-", ">-", "{}", "[]"}
+    {
+        "true",
+        "false",
+        "null",
+        "none",
+        "nil",
+        "yes",
+        "no",
+        "",
+        "[redacted]",
+        "<none>",
+        "<unset>",
+        "<nil>",
+        "<set",
+        "|",
+        ">",
+        "|-",
+        ">-",
+        "{}",
+        "[]",
+    }
 )
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
@@ -108,8 +206,12 @@ _MESSAGE_VALUE = re.compile(
 
 def _safe_value(value: str) -> bool:
     v = value.strip().strip("\"'").lower()
-    return (v in _SAFE_VALUES or v.startswith("<set to ") or v.startswith("[redacted")
-            or _SIZE_PLACEHOLDER.fullmatch(v) is not None)
+    return (
+        v in _SAFE_VALUES
+        or v.startswith("<set to ")
+        or v.startswith("[redacted")
+        or _SIZE_PLACEHOLDER.fullmatch(v) is not None
+    )
 
 
 # --- blocks and tokens ----------------------------------------------------------------------
@@ -128,20 +230,21 @@ _BASIC = re.compile(
     r"(?<![A-Za-z0-9_-])(Basic)([ \t]+)(?=[A-Za-z0-9+/]{0,200}(?:[0-9+/=]|[a-z][A-Z]|[A-Z][A-Z]))([A-Za-z0-9+/]{8,}={0,2})"
 )
 _AUTH_HEADER = re.compile(
-    r"(?<![A-Za-z0-9_-])(?=[AaPp])((?:Proxy-)?Authorization[\"']?[ \t]*[:=][ \t]*[\"']?)([^\s\"'][^\n\r\"']*)", re.IGNORECASE
+    r"(?<![A-Za-z0-9_-])(?=[AaPp])((?:Proxy-)?Authorization[\"']?[ \t]*[:=][ \t]*[\"']?)([^\s\"'][^\n\r\"']*)",
+    re.IGNORECASE,
 )
 # scheme://user:password@host, also with an empty user (redis://:pw@host). The password runs to
 # the last `@` before the next `/` or blank, as unescaped `@` do occur in passwords.
-_URL_USERINFO = re.compile(
-    r"(?<![A-Za-z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^\s:/@\"']{0,256}):([^\s/\"']+)@"
-)
+_URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^\s:/@\"']{0,256}):([^\s/\"']+)@")
 _CLI_PASSWORD = re.compile(
     r"(?<!\S)(?P<head>(?:(?:mysql|mysqldump|mysqladmin|mariadb|sshpass)(?:[ \t]+\S{1,256}){0,12}?[ \t]+-p"
     r"|sshpass(?:[ \t]+\S{1,256}){0,12}?[ \t]+-p[ \t]*"
     r"|redis-cli(?:[ \t]+\S{1,256}){0,12}?[ \t]+-a[ \t]*"
     r"|curl(?:[ \t]+\S{1,256}){0,12}?[ \t]+(?:-u|--user)[ \t]*[\"']?[^\s:\"']{1,256}:))(?P<val>[^\s-]\S*)"
 )
-_DOCKERFILE_ENV = re.compile(r"(?m)^(?P<head>[ \t]*ENV[ \t]+(?P<key>[A-Za-z_][A-Za-z0-9_]{0,127})[ \t]+)(?P<val>[^\n]+)")
+_DOCKERFILE_ENV = re.compile(
+    r"(?m)^(?P<head>[ \t]*ENV[ \t]+(?P<key>[A-Za-z_][A-Za-z0-9_]{0,127})[ \t]+)(?P<val>[^\n]+)"
+)
 _NETRC = re.compile(
     r"(?<!\S)(?P<head>(?:login|machine|account)[ \t]+\S{1,256}[ \t]+(?:password|passwd)[ \t]+)(?P<val>\S+)"
     r"|(?m:^(?P<head2>[ \t]*(?:password|passwd)[ \t]+)(?P<val2>\S+)[ \t]*$)"
@@ -151,7 +254,9 @@ _NETRC = re.compile(
 def _mask_tokens(text: str) -> str:
     for pattern, group in TOKEN_PATTERNS:
         if group:
-            text = pattern.sub(lambda m: m.group(0)[: m.start(1) - m.start()] + REDACTED + m.group(0)[m.end(1) - m.start():], text)
+            text = pattern.sub(
+                lambda m: m.group(0)[: m.start(1) - m.start()] + REDACTED + m.group(0)[m.end(1) - m.start() :], text
+            )
         else:
             text = pattern.sub(REDACTED, text)
     return text
@@ -159,7 +264,9 @@ def _mask_tokens(text: str) -> str:
 
 def _mask_cli_and_netrc(text: str) -> str:
     text = _CLI_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
-    text = _DOCKERFILE_ENV.sub(lambda m: m.group("head") + REDACTED if is_sensitive_key(m.group("key")) else m.group(0), text)
+    text = _DOCKERFILE_ENV.sub(
+        lambda m: m.group("head") + REDACTED if is_sensitive_key(m.group("key")) else m.group(0), text
+    )
     return _NETRC.sub(lambda m: (m.group("head") or m.group("head2")) + REDACTED, text)
 
 
@@ -167,14 +274,18 @@ def _mask_cli_and_netrc(text: str) -> str:
 
 # A cheap look-ahead: only names holding one of these fragments can be sensitive, so the
 # Python-level check runs for candidates only (a line of `a=a=a=...` stays fast).
-_CANDIDATE = r"(?=[A-Za-z0-9_.\-]{0,127}?(?i:pass|pwd|secret|token|key|auth|cred|cookie|sig|sas|dsn|dockercfg|dockerconfig))"
+_CANDIDATE = (
+    r"(?=[A-Za-z0-9_.\-]{0,127}?(?i:pass|pwd|secret|token|key|auth|cred|cookie|sig|sas|dsn|dockercfg|dockerconfig))"
+)
 
 # key<sep>value where the key is a credential name. The key may be quoted (JSON), a flag
 # (--password=x), an env var (DB_PASSWORD=x, DB_PASSWORD: x) or a YAML/URL-query key. Only the
 # key and separator are matched here; the value is read separately so a non-sensitive key never
 # swallows a sensitive pair that follows it (`args: --password=x`).
 _KEY_SEP = re.compile(
-    r"""(?<![A-Za-z0-9_.\-])(?P<kq>\\?["']?)(?=-{0,2}[A-Za-z_])""" + _CANDIDATE + r"""(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,127})(?P=kq)"""
+    r"""(?<![A-Za-z0-9_.\-])(?P<kq>\\?["']?)(?=-{0,2}[A-Za-z_])"""
+    + _CANDIDATE
+    + r"""(?P<key>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,127})(?P=kq)"""
     r"""(?P<sep>[ \t]{0,32}(?::=|=>|[=:])[ \t]*)"""
 )
 _VALUE = re.compile(
@@ -337,8 +448,31 @@ _PROSE = re.compile(
 )
 _CONNECTORS = re.compile(r"[ \t]+(?:is|was|set to|to|of|=)[ \t]+", re.IGNORECASE)
 _PLAIN_WORD = re.compile(r"[A-Za-z]+[.,;:!?)]?|[a-z]+-[a-z]+")
-_PROSE_KEEP = frozenset({"is", "was", "for", "and", "or", "the", "a", "an", "in", "on", "not", "has", "have",
-                         "expired", "invalid", "required", "missing", "from", "with", "request", "refresh"})
+_PROSE_KEEP = frozenset(
+    {
+        "is",
+        "was",
+        "for",
+        "and",
+        "or",
+        "the",
+        "a",
+        "an",
+        "in",
+        "on",
+        "not",
+        "has",
+        "have",
+        "expired",
+        "invalid",
+        "required",
+        "missing",
+        "from",
+        "with",
+        "request",
+        "refresh",
+    }
+)
 
 
 def _mask_prose(m: re.Match[str]) -> str:
@@ -488,7 +622,9 @@ def redact(text: str, limit: int = MAX_REDACT_CHARS) -> str:
     if len(text) > limit:
         dropped = len(text) - limit
         text = text[:limit] + f"\n[... {dropped} characters dropped before redaction]"
-    text = _KEY_BLOCK.sub(lambda m: f"-----BEGIN {m.group('label')}-----{REDACTED}-----END {m.group('label')}-----", text)
+    text = _KEY_BLOCK.sub(
+        lambda m: f"-----BEGIN {m.group('label')}-----{REDACTED}-----END {m.group('label')}-----", text
+    )
     text = _PUTTY_KEY.sub(REDACTED, text)
     text = _mask_secret_json(text)
     text = _mask_secret_yaml(text)
@@ -562,8 +698,15 @@ def _masked_whole(value: Any) -> Any:
 
 
 # `sshpass -p PASSWORD`, `mysql -p PASSWORD` style tools, as separate list items.
-_SHORT_PASSWORD_FLAGS = {"sshpass": ("-p",), "redis-cli": ("-a",), "mysql": ("-p",), "mysqldump": ("-p",),
-                         "mysqladmin": ("-p",), "mariadb": ("-p",), "htpasswd": ("-b",)}
+_SHORT_PASSWORD_FLAGS = {
+    "sshpass": ("-p",),
+    "redis-cli": ("-a",),
+    "mysql": ("-p",),
+    "mysqldump": ("-p",),
+    "mysqladmin": ("-p",),
+    "mariadb": ("-p",),
+    "htpasswd": ("-b",),
+}
 
 
 def _redact_list(items: list[Any]) -> list[Any]:

@@ -33,9 +33,20 @@ __all__ = ["TOKEN_PATTERNS"]
 # npm (`.+` is quadratic on long lines; `_authToken=` is a key=value pair anyway), basic auth
 # (our URL rule also handles `redis://:pw@`).
 _PLUGINS = (
-    AWSKeyDetector, AzureStorageKeyDetector, DiscordBotTokenDetector, GitHubTokenDetector,
-    GitLabTokenDetector, JwtTokenDetector, MailchimpDetector, OpenAIDetector, PypiTokenDetector,
-    SendGridDetector, SlackDetector, SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector,
+    AWSKeyDetector,
+    AzureStorageKeyDetector,
+    DiscordBotTokenDetector,
+    GitHubTokenDetector,
+    GitLabTokenDetector,
+    JwtTokenDetector,
+    MailchimpDetector,
+    OpenAIDetector,
+    PypiTokenDetector,
+    SendGridDetector,
+    SlackDetector,
+    SquareOAuthDetector,
+    StripeDetector,
+    TelegramBotTokenDetector,
     TwilioKeyDetector,
 )
 

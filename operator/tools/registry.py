@@ -59,7 +59,9 @@ def default_registry(
     is one of them."""
     toolsets = [
         kubernetes_toolset(api_client, namespaces=scope_namespaces),
-        runbooks_toolset(runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces),
+        runbooks_toolset(
+            runbook_dirs, api_client=runbook_api_client or api_client, configmap_namespaces=runbook_namespaces
+        ),
         todo_toolset(),
         findings_toolset(api_client, namespaces=scope_namespaces),
     ]
@@ -71,6 +73,7 @@ def default_registry(
     bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir)
     bash.enabled = enable_bash
     toolsets.append(bash)
-    toolsets.append(write_toolset(write_api_client or api_client, enabled=enable_write_tools,
-                                  namespaces=write_namespaces))
+    toolsets.append(
+        write_toolset(write_api_client or api_client, enabled=enable_write_tools, namespaces=write_namespaces)
+    )
     return ToolRegistry(toolsets=toolsets)

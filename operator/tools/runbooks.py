@@ -52,7 +52,7 @@ def _parse(name: str, text: str, source: str) -> Runbook:
         if stripped.startswith("# ") and title == name:
             title = stripped[2:].strip()
         elif stripped.lower().startswith("use when:") and not summary:
-            summary = stripped[len("use when:"):].strip()
+            summary = stripped[len("use when:") :].strip()
     if not summary:
         paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.strip().startswith("#")]
         summary = paragraphs[0].splitlines()[0] if paragraphs else ""
@@ -67,14 +67,19 @@ def load_runbook_dir(folder: str | Path) -> list[Runbook]:
     root = Path(folder)
     if not root.is_dir():
         return []
-    return [_parse(_runbook_name(p.name), p.read_text(encoding="utf-8", errors="replace"), str(p))
-            for p in sorted(root.glob("*.md"))]
+    return [
+        _parse(_runbook_name(p.name), p.read_text(encoding="utf-8", errors="replace"), str(p))
+        for p in sorted(root.glob("*.md"))
+    ]
 
 
 def builtin_runbooks() -> list[Runbook]:
     files = resources.files("lestrade.operator.tools.builtin_runbooks")
-    return [_parse(_runbook_name(f.name), f.read_text(encoding="utf-8"), f"builtin:{f.name}")
-            for f in sorted(files.iterdir(), key=lambda f: f.name) if f.name.endswith(".md")]
+    return [
+        _parse(_runbook_name(f.name), f.read_text(encoding="utf-8"), f"builtin:{f.name}")
+        for f in sorted(files.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".md")
+    ]
 
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -94,8 +99,9 @@ class _Catalog:
         items: list[dict[str, Any]] = []
         for namespace in self.namespaces:
             try:
-                data = await self.api.get_json(f"/api/v1/namespaces/{namespace}/configmaps",
-                                               {"labelSelector": f"{RUNBOOK_LABEL}=true"})
+                data = await self.api.get_json(
+                    f"/api/v1/namespaces/{namespace}/configmaps", {"labelSelector": f"{RUNBOOK_LABEL}=true"}
+                )
             except KubeError:
                 continue  # no permission there: the other sources still work
             items += data.get("items") or []
@@ -119,7 +125,9 @@ class _Catalog:
             runbooks = await self.all()
             if not runbooks:
                 return ToolOutput(status="no_data", data="No runbooks are configured.")
-            return "Runbooks:\n" + "\n".join(f"- {r.name}: {r.title}" + (f" — {r.summary}" if r.summary else "") for r in runbooks)
+            return "Runbooks:\n" + "\n".join(
+                f"- {r.name}: {r.title}" + (f" — {r.summary}" if r.summary else "") for r in runbooks
+            )
         wanted = _runbook_name(name.strip()).lower()
         runbooks = await self.all() if wanted not in self.files else [self.files[wanted]]
         found = next((r for r in runbooks if r.name.lower() == wanted), None)
@@ -129,8 +137,13 @@ class _Catalog:
         return f"Runbook {found.name} (from {found.source}):\n\n{found.text}"
 
 
-def runbooks_toolset(runbook_dirs: list[str | Path] | None = None, *, api_client: ApiClient | None = None,
-                     configmap_namespaces: list[str] | None = None, include_builtin: bool = True) -> Toolset:
+def runbooks_toolset(
+    runbook_dirs: list[str | Path] | None = None,
+    *,
+    api_client: ApiClient | None = None,
+    configmap_namespaces: list[str] | None = None,
+    include_builtin: bool = True,
+) -> Toolset:
     """`fetch_runbook` over `runbook_dirs`, the built-in runbooks and labelled ConfigMaps in
     `configmap_namespaces` (none given: no ConfigMap runbooks)."""
     namespaces = list(dict.fromkeys(configmap_namespaces or []))
@@ -152,8 +165,10 @@ def runbooks_toolset(runbook_dirs: list[str | Path] | None = None, *, api_client
         + ("\nMore may live in ConfigMaps: call fetch_runbook without a name to list all." if namespaces else "")
     )
     tool = FunctionTool(
-        "fetch_runbook", "Fetch a troubleshooting runbook by name; omit name to list runbooks.",
-        schema(None, name={"type": "string"}), catalog.fetch,
+        "fetch_runbook",
+        "Fetch a troubleshooting runbook by name; omit name to list runbooks.",
+        schema(None, name={"type": "string"}),
+        catalog.fetch,
         lambda p: f"fetch runbook {p.opt_str('name') or '(list)'}",
     )
     return Toolset(name="runbooks", tools=[tool], instructions=instructions, read_only=True)

@@ -20,8 +20,16 @@ __all__ = ["write_toolset", "RESTARTED_AT"]
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 _RESTARTABLE = {"deployment": "deployments", "statefulset": "statefulsets", "daemonset": "daemonsets"}
 _SCALABLE = {"deployment": "deployments", "statefulset": "statefulsets", "replicaset": "replicasets"}
-_ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset", "statefulsets": "statefulset",
-            "ds": "daemonset", "daemonsets": "daemonset", "rs": "replicaset", "replicasets": "replicaset"}
+_ALIASES = {
+    "deploy": "deployment",
+    "deployments": "deployment",
+    "sts": "statefulset",
+    "statefulsets": "statefulset",
+    "ds": "daemonset",
+    "daemonsets": "daemonset",
+    "rs": "replicaset",
+    "replicasets": "replicaset",
+}
 
 
 def _always(_: Params) -> bool:
@@ -36,8 +44,7 @@ def _workload_kind(p: Params, allowed: dict[str, str]) -> str:
     return kind
 
 
-def write_toolset(api_client: ApiClient, *, enabled: bool = False,
-                  namespaces: list[str] | None = None) -> Toolset:
+def write_toolset(api_client: ApiClient, *, enabled: bool = False, namespaces: list[str] | None = None) -> Toolset:
     """Write tools over `api_client`; `enabled=False` keeps them out of the model's tool list.
     `namespaces`: the run's scope (None: any namespace). The write client is the operator's, so
     this check is what keeps an approved write inside the scope of the run that asked for it."""
@@ -46,9 +53,7 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False,
     def _namespace(p: Params) -> str:
         namespace = p.name("namespace")
         if namespaces is not None and namespace not in namespaces:
-            raise ToolInputError(
-                f"namespace {namespace} is outside this run's scope ({', '.join(namespaces)})"
-            )
+            raise ToolInputError(f"namespace {namespace} is outside this run's scope ({', '.join(namespaces)})")
         return namespace  # type: ignore[return-value]
 
     async def delete_pod(p: Params) -> str:
@@ -78,21 +83,42 @@ def write_toolset(api_client: ApiClient, *, enabled: bool = False,
 
     ns_name = {"namespace": {"type": "string"}, "name": {"type": "string"}}
     tools: list[Tool] = [
-        FunctionTool("kubectl_delete_pod", "Delete a pod (its controller recreates it). Needs approval.",
-                     schema(["namespace", "name"], **ns_name), delete_pod,
-                     lambda p: f"kubectl delete pod {p.opt_str('name')} -n {p.opt_str('namespace')}", approval=_always),
-        FunctionTool("kubectl_rollout_restart", "Restart a deployment, statefulset or daemonset. Needs approval.",
-                     schema(["kind", "namespace", "name"], kind={"type": "string", "enum": list(_RESTARTABLE)}, **ns_name),
-                     rollout_restart,
-                     lambda p: f"kubectl rollout restart {p.opt_str('kind')}/{p.opt_str('name')} -n {p.opt_str('namespace')}",
-                     approval=_always),
-        FunctionTool("kubectl_scale", "Scale a deployment, statefulset or replicaset. Needs approval.",
-                     schema(["kind", "namespace", "name", "replicas"], kind={"type": "string", "enum": list(_SCALABLE)},
-                            replicas={"type": "integer", "minimum": 0}, **ns_name),
-                     scale,
-                     lambda p: f"kubectl scale {p.opt_str('kind')}/{p.opt_str('name')} --replicas={p.opt_str('replicas')} -n {p.opt_str('namespace')}",
-                     approval=_always),
+        FunctionTool(
+            "kubectl_delete_pod",
+            "Delete a pod (its controller recreates it). Needs approval.",
+            schema(["namespace", "name"], **ns_name),
+            delete_pod,
+            lambda p: f"kubectl delete pod {p.opt_str('name')} -n {p.opt_str('namespace')}",
+            approval=_always,
+        ),
+        FunctionTool(
+            "kubectl_rollout_restart",
+            "Restart a deployment, statefulset or daemonset. Needs approval.",
+            schema(["kind", "namespace", "name"], kind={"type": "string", "enum": list(_RESTARTABLE)}, **ns_name),
+            rollout_restart,
+            lambda p: f"kubectl rollout restart {p.opt_str('kind')}/{p.opt_str('name')} -n {p.opt_str('namespace')}",
+            approval=_always,
+        ),
+        FunctionTool(
+            "kubectl_scale",
+            "Scale a deployment, statefulset or replicaset. Needs approval.",
+            schema(
+                ["kind", "namespace", "name", "replicas"],
+                kind={"type": "string", "enum": list(_SCALABLE)},
+                replicas={"type": "integer", "minimum": 0},
+                **ns_name,
+            ),
+            scale,
+            lambda p: (
+                f"kubectl scale {p.opt_str('kind')}/{p.opt_str('name')} --replicas={p.opt_str('replicas')} -n {p.opt_str('namespace')}"
+            ),
+            approval=_always,
+        ),
     ]
-    return Toolset(name="kubernetes_write", tools=tools, enabled=enabled,
-                   instructions="Write tools change the cluster and always wait for a human's approval; "
-                                "propose them only after the cause is clear.")
+    return Toolset(
+        name="kubernetes_write",
+        tools=tools,
+        enabled=enabled,
+        instructions="Write tools change the cluster and always wait for a human's approval; "
+        "propose them only after the cause is clear.",
+    )

@@ -40,8 +40,13 @@ _MAX_LABEL = 4096  # an Event's message is a label here; cap what hostile writer
 
 def _observed(event: dict[str, Any]) -> datetime | None:
     series = event.get("series") or {}
-    for value in (series.get("lastObservedTime"), event.get("lastTimestamp"), event.get("eventTime"),
-                  event.get("firstTimestamp"), (event.get("metadata") or {}).get("creationTimestamp")):
+    for value in (
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
         try:
             moment = parse_time(str(value)) if value else None
         except ValueError:  # Events are written by anyone who can create them
@@ -59,12 +64,21 @@ def event_alert(event: dict[str, Any]) -> Alert:
     reason = str(event.get("reason") or "")[:_MAX_LABEL]
     message = str(event.get("message") or "")[:_MAX_LABEL]
     component = str(((event.get("source") or {}).get("component")) or event.get("reportingComponent") or "")
-    labels = {"alertname": reason, "reason": reason, "kind": kind[:_MAX_LABEL], "name": name[:_MAX_LABEL],
-              "namespace": namespace, "component": component[:_MAX_LABEL], "message": message}
+    labels = {
+        "alertname": reason,
+        "reason": reason,
+        "kind": kind[:_MAX_LABEL],
+        "name": name[:_MAX_LABEL],
+        "namespace": namespace,
+        "component": component[:_MAX_LABEL],
+        "message": message,
+    }
     fingerprint = hashlib.sha256("\x00".join((namespace, kind, name)).encode()).hexdigest()[:16]
     return Alert(
-        labels=labels, annotations={"description": message, "summary": f"{reason} on {kind} {namespace}/{name}"},
-        given_fingerprint=fingerprint, source=SOURCE,
+        labels=labels,
+        annotations={"description": message, "summary": f"{reason} on {kind} {namespace}/{name}"},
+        given_fingerprint=fingerprint,
+        source=SOURCE,
         subject={"kind": kind, "name": name, "namespace": namespace},
         extra={"event": {"name": (event.get("metadata") or {}).get("name"), "count": event.get("count")}},
     )
@@ -131,8 +145,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             sources[key] = EventSource(engine.kube, batch_seconds=engine.settings.event_batch_seconds)
         return sources[key]
 
-    @kopf.on.event("", "v1", "events", registry=registry,
-                   when=lambda body, **_: body.get("type") == "Warning")
+    @kopf.on.event("", "v1", "events", registry=registry, when=lambda body, **_: body.get("type") == "Warning")
     async def warning_event(body: kopf.Body, type: str, memo: Any, **_: Any) -> None:  # noqa: A002
         if type in ("ADDED", "MODIFIED", None):
             source_for(memo).offer(dict(body))

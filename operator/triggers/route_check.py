@@ -69,13 +69,20 @@ async def check(kube: Kube, raw: dict[str, Any], policy: RoutePolicy) -> bool:
     before = next((c for c in status.conditions if c.type == CONDITION_READY), None)
     if before is not None and before.reason not in _OURS and status.observed_generation == generation:
         return False  # a receiver's verdict on this generation (CreateFailed) stands
-    if before is not None and (before.status == ("True" if ready else "False") and before.reason == reason
-                               and before.message == message and status.observed_generation == generation):
+    if before is not None and (
+        before.status == ("True" if ready else "False")
+        and before.reason == reason
+        and before.message == message
+        and status.observed_generation == generation
+    ):
         return False
-    conditions = set_condition(status.conditions, condition(
-        CONDITION_READY, ready, reason, message, observed_generation=generation))
-    body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-            "status": {"conditions": [c.to_wire() for c in conditions], "observedGeneration": generation}}
+    conditions = set_condition(
+        status.conditions, condition(CONDITION_READY, ready, reason, message, observed_generation=generation)
+    )
+    body = {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": {"conditions": [c.to_wire() for c in conditions], "observedGeneration": generation},
+    }
     try:
         await kube.patch(resource_path(ALERTROUTE_PLURAL, meta.get("namespace"), meta.get("name")) + "/status", body)  # type: ignore[arg-type]
     except ApiException as exc:
@@ -94,5 +101,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
         try:
             await check(memo.lestrade.engine.kube, dict(body), policy)
         except ApiException as exc:
-            logger.warning("could not write the Ready condition of AlertRoute %s/%s: %s",
-                           body.get("metadata", {}).get("namespace"), body.get("metadata", {}).get("name"), exc.reason)
+            logger.warning(
+                "could not write the Ready condition of AlertRoute %s/%s: %s",
+                body.get("metadata", {}).get("namespace"),
+                body.get("metadata", {}).get("name"),
+                exc.reason,
+            )

@@ -83,10 +83,15 @@ async def reconcile(kube: Kube, body: dict[str, Any], recorder: EventRecorder, n
     except (ValidationError, ScheduleError) as exc:
         message = str(exc) if isinstance(exc, ScheduleError) else f"spec: {exc.errors()[0]['msg']}"
         ready = condition("Ready", False, "InvalidSchedule", message, observed_generation=generation)
-        await _write_status(kube, status_path, {
-            "conditions": [c.to_wire() for c in set_condition(conditions_before, ready)],
-            "observedGeneration": generation,
-        }, old_status)
+        await _write_status(
+            kube,
+            status_path,
+            {
+                "conditions": [c.to_wire() for c in set_condition(conditions_before, ready)],
+                "observedGeneration": generation,
+            },
+            old_status,
+        )
         return None
 
     children = await _children(kube, namespace, name)
@@ -96,11 +101,17 @@ async def reconcile(kube: Kube, body: dict[str, Any], recorder: EventRecorder, n
         late = (now - latest).total_seconds()
         when = to_iso(latest)
         if spec.starting_deadline_seconds is not None and late > spec.starting_deadline_seconds:
-            recorder.post("MissedSchedule", f"Skipped the run due at {when}: started {late:.0f}s late, "
-                          f"past startingDeadlineSeconds ({spec.starting_deadline_seconds})", "Warning")
+            recorder.post(
+                "MissedSchedule",
+                f"Skipped the run due at {when}: started {late:.0f}s late, "
+                f"past startingDeadlineSeconds ({spec.starting_deadline_seconds})",
+                "Warning",
+            )
         elif active and spec.concurrency_policy == "Forbid":
-            recorder.post("Skipped", f"Skipped the run due at {when}: {', '.join(active)} still running "
-                          "(concurrencyPolicy Forbid)")
+            recorder.post(
+                "Skipped",
+                f"Skipped the run due at {when}: {', '.join(active)} still running (concurrencyPolicy Forbid)",
+            )
         else:
             if active and spec.concurrency_policy == "Replace":
                 for old in active:
@@ -114,16 +125,21 @@ async def reconcile(kube: Kube, body: dict[str, Any], recorder: EventRecorder, n
             status["lastInvestigation"] = child
         status["lastScheduleTime"] = when
     await _trim(kube, namespace, children, spec.successful_history_limit, spec.failed_history_limit)
-    succeeded = [parse_time((c.get("status") or {}).get("completionTime")) for c in children.values()
-                 if _phase(c) == "Succeeded"]
+    succeeded = [
+        parse_time((c.get("status") or {}).get("completionTime")) for c in children.values() if _phase(c) == "Succeeded"
+    ]
     finished = [t for t in succeeded if t is not None]
     if finished:
         status["lastSuccessfulTime"] = to_iso(max(finished))
     status["active"] = active
     status["nextScheduleTime"] = to_iso(upcoming)
-    ready = condition("Ready", True, "Suspended" if spec.suspend else "Scheduled",
-                      "suspended: no new runs" if spec.suspend else f"next run at {to_iso(upcoming)}",
-                      observed_generation=generation)
+    ready = condition(
+        "Ready",
+        True,
+        "Suspended" if spec.suspend else "Scheduled",
+        "suspended: no new runs" if spec.suspend else f"next run at {to_iso(upcoming)}",
+        observed_generation=generation,
+    )
     before = next((c for c in conditions_before if c.type == "Ready"), None)
     if before is None or before.status != "True" or before.reason != ready.reason:
         status["conditions"] = [c.to_wire() for c in set_condition(conditions_before, ready)]
@@ -143,8 +159,9 @@ async def _write_status(kube: Kube, path: str, status: dict[str, Any], old: dict
 
 
 async def _children(kube: Kube, namespace: str, name: str) -> dict[str, dict[str, Any]]:
-    listing = await kube.get(resource_path(INVESTIGATION_PLURAL, namespace),
-                             labelSelector=f"{SCHEDULED_BY_LABEL}={name}")
+    listing = await kube.get(
+        resource_path(INVESTIGATION_PLURAL, namespace), labelSelector=f"{SCHEDULED_BY_LABEL}={name}"
+    )
     return {item["metadata"]["name"]: item for item in listing.get("items") or []}
 
 
@@ -157,10 +174,16 @@ async def _create(kube: Kube, sinv: ScheduledInvestigation, name: str, at: datet
             "name": name,
             "labels": {SCHEDULED_BY_LABEL: meta["name"], "app.kubernetes.io/created-by": "lestrade-schedule"},
             "annotations": {SCHEDULED_AT_ANNOTATION: to_iso(at)},
-            "ownerReferences": [{
-                "apiVersion": API_VERSION, "kind": SCHEDULED_KIND, "name": meta["name"],
-                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": False,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": SCHEDULED_KIND,
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
         },
         "spec": sinv.spec.investigation.to_wire(),
     }
@@ -181,11 +204,15 @@ async def _delete(kube: Kube, namespace: str, name: str) -> None:
             raise
 
 
-async def _trim(kube: Kube, namespace: str, children: dict[str, dict[str, Any]], keep_ok: int, keep_failed: int) -> None:
+async def _trim(
+    kube: Kube, namespace: str, children: dict[str, dict[str, Any]], keep_ok: int, keep_failed: int
+) -> None:
     for phase, keep in (("Succeeded", keep_ok), ("Failed", keep_failed)):
-        done = sorted((c for c in children.values() if _phase(c) == phase),
-                      key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))
-        for child in done[:max(0, len(done) - keep)]:
+        done = sorted(
+            (c for c in children.values() if _phase(c) == phase),
+            key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]),
+        )
+        for child in done[: max(0, len(done) - keep)]:
             await _delete(kube, namespace, child["metadata"]["name"])
 
 
@@ -196,15 +223,21 @@ def _phase(item: dict[str, Any]) -> str | None:
 def register(registry: kopf.OperatorRegistry) -> None:
     """The daemon of every ScheduledInvestigation (the context comes in as `memo.lestrade`)."""
 
-    @kopf.daemon(GROUP, VERSION, SCHEDULED_PLURAL, registry=registry, id="schedule",
-                 cancellation_timeout=5, backoff=5)
+    @kopf.daemon(GROUP, VERSION, SCHEDULED_PLURAL, registry=registry, id="schedule", cancellation_timeout=5, backoff=5)
     async def schedule(body: kopf.Body, stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
         engine = memo.lestrade.engine
         meta = body["metadata"]
-        recorder = EventRecorder(engine.kube, {
-            "apiVersion": API_VERSION, "kind": SCHEDULED_KIND, "name": meta["name"],
-            "namespace": meta["namespace"], "uid": meta["uid"],
-        }, engine.component)
+        recorder = EventRecorder(
+            engine.kube,
+            {
+                "apiVersion": API_VERSION,
+                "kind": SCHEDULED_KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            engine.component,
+        )
         recheck = engine.settings.schedule_recheck
         while not stopped:
             delay = await reconcile(engine.kube, dict(body), recorder, datetime.now(UTC))

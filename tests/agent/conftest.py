@@ -41,9 +41,7 @@ class Harness:
         settings: dict[str, Any] | None = None,
         **limits: Any,
     ) -> Agent:
-        model = ModelConfig(
-            self.name, {**self.server.litellm_params(self.name), **(settings or {})}
-        )
+        model = ModelConfig(self.name, {**self.server.litellm_params(self.name), **(settings or {})})
         return Agent(model, tools, prompt, Limits(**limits), enable_tool_approval=approvals)
 
     def requests(self) -> list[dict[str, Any]]:

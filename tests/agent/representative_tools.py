@@ -26,8 +26,7 @@ _SPECS: list[tuple[str, str, str, dict[str, Any]]] = [
     (
         "kubernetes",
         "kubectl_describe",
-        "Describe a Kubernetes resource (like `kubectl describe`): "
-        "spec, status, conditions and recent events.",
+        "Describe a Kubernetes resource (like `kubectl describe`): spec, status, conditions and recent events.",
         _obj(["kind", "name"], kind=_KIND, name=_NAME, namespace=_NS),
     ),
     (

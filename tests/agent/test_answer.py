@@ -16,9 +16,7 @@ def test_json_in_a_code_fence() -> None:
 
 
 def test_bare_json_with_raw_newlines_and_case_differences() -> None:
-    text = (
-        '{"alert explanation": "line one\nline two", "NEXT STEPS": ["raise the limit", "redeploy"]}'
-    )
+    text = '{"alert explanation": "line one\nline two", "NEXT STEPS": ["raise the limit", "redeploy"]}'
     assert parse_sections(text, TITLES) == {
         "Alert Explanation": "line one\nline two",
         "Next Steps": "- raise the limit\n- redeploy",
@@ -52,9 +50,7 @@ def test_bold_line_headings() -> None:
 
 def test_a_json_example_in_prose_does_not_hide_the_headings() -> None:
     text = '# Next Steps\nApply `{"spec": {"replicas": 2}}` to the deployment.'
-    assert parse_sections(text, TITLES) == {
-        "Next Steps": 'Apply `{"spec": {"replicas": 2}}` to the deployment.'
-    }
+    assert parse_sections(text, TITLES) == {"Next Steps": 'Apply `{"spec": {"replicas": 2}}` to the deployment.'}
 
 
 def test_plain_text_has_no_sections() -> None:

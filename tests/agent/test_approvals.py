@@ -11,9 +11,7 @@ from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
 
 def _tools() -> tuple[FakeTool, FakeTool]:
     safe = FakeTool("get", lambda p: f"pods in {p['x']}")
-    danger = FakeTool(
-        "delete", lambda p: f"deleted {p['x']}", approval=lambda p: p["x"] != "dry-run"
-    )
+    danger = FakeTool("delete", lambda p: f"deleted {p['x']}", approval=lambda p: p["x"] != "dry-run")
     return safe, danger
 
 
@@ -69,9 +67,7 @@ async def test_approving_runs_the_stored_call_exactly(harness) -> None:
             {"content": "result: {{ tool_output('delete') }}"},
         ]
     )
-    resumed = await collect(
-        agent.run(messages, decisions={call_id: (True, None, pending.digest)})
-    )
+    resumed = await collect(agent.run(messages, decisions={call_id: (True, None, pending.digest)}))
     assert final(resumed).text == "result: deleted pod/web-1"
     assert danger.calls == [{"x": "pod/web-1"}]
     assert [e.call_id for e in of_kind(resumed, "tool_started")] == [call_id]

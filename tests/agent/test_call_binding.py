@@ -139,9 +139,7 @@ async def test_an_old_decision_never_applies_to_a_later_call(harness) -> None:
 
 
 async def test_a_decision_whose_digest_does_not_match_is_not_applied(harness) -> None:
-    harness.scenario(
-        steps=[{"tool_calls": [_call("delete", "pod/web-1", "d1")]}, {"content": "done"}]
-    )
+    harness.scenario(steps=[{"tool_calls": [_call("delete", "pod/web-1", "d1")]}, {"content": "done"}])
     delete = _delete()
     agent = harness.agent(registry(delete))
     start = agent.initial_messages("q")
@@ -160,9 +158,7 @@ async def test_a_decision_whose_digest_does_not_match_is_not_applied(harness) ->
 
 
 async def test_a_decision_does_not_follow_arguments_changed_in_the_transcript(harness) -> None:
-    harness.scenario(
-        steps=[{"tool_calls": [_call("delete", "pod/web-1", "d1")]}, {"content": "done"}]
-    )
+    harness.scenario(steps=[{"tool_calls": [_call("delete", "pod/web-1", "d1")]}, {"content": "done"}])
     delete = _delete()
     agent = harness.agent(registry(delete))
     start = agent.initial_messages("q")
@@ -173,9 +169,7 @@ async def test_a_decision_does_not_follow_arguments_changed_in_the_transcript(ha
     call = next(m for m in tampered if m.get("tool_calls"))["tool_calls"][0]
     call["function"]["arguments"] = json.dumps({"x": "namespace/prod"})
 
-    resumed = await collect(
-        agent.run(tampered, decisions={"d1": Decision(True, digest=pending.digest)})
-    )
+    resumed = await collect(agent.run(tampered, decisions={"d1": Decision(True, digest=pending.digest)}))
     assert delete.calls == []
     (result,) = of_kind(resumed, "tool_result")
     assert result.output == DECISION_MISMATCH
@@ -198,8 +192,10 @@ def test_missing_ids_over_several_turns_and_a_resume_never_repeat(harness) -> No
         run = _Run(agent, messages, {}, frozenset())
         reply = ModelReply("", [RawToolCall("", "echo", "{}"), RawToolCall("", "echo", "{}")], None)
         calls = run._parsed_calls(reply)
-        messages = [*messages, {"role": "assistant", "content": None,
-                                "tool_calls": [c.as_message_part() for c in calls]}]
+        messages = [
+            *messages,
+            {"role": "assistant", "content": None, "tool_calls": [c.as_message_part() for c in calls]},
+        ]
         messages += [{"role": "tool", "tool_call_id": c.id, "name": c.name, "content": "ok"} for c in calls]
         seen += [c.id for c in calls]
     assert len(seen) == 6 and len(set(seen)) == 6 and "" not in seen

@@ -12,8 +12,12 @@ def history(turns: int) -> list[dict[str, Any]]:
     for i in range(turns):
         messages += [
             {"role": "user", "content": f"ask {i}"},
-            {"role": "assistant", "content": None, "reasoning_content": f"thinking {i}",
-             "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": f"thinking {i}",
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"output {i}"},
             {"role": "assistant", "content": f"answer {i}"},
         ]

@@ -35,9 +35,7 @@ async def test_a_tool_over_its_timeout_becomes_an_error_result(harness) -> None:
 
 
 async def test_the_overall_timeout_stops_the_run(harness) -> None:
-    harness.scenario(
-        steps=[{"tool_calls": [{"name": "stuck", "arguments": {}}]}, {"content": "never"}]
-    )
+    harness.scenario(steps=[{"tool_calls": [{"name": "stuck", "arguments": {}}]}, {"content": "never"}])
     agent = harness.agent(registry(FakeTool("stuck", _never)), timeout=0.5, tool_timeout=30)
     began = time.monotonic()
     events = await collect(agent.run(agent.initial_messages("go")))
@@ -47,9 +45,7 @@ async def test_the_overall_timeout_stops_the_run(harness) -> None:
 
 
 async def test_429_is_retried_after_the_servers_retry_after(harness) -> None:
-    harness.scenario(
-        steps=[{"content": "ok", "fault": {"kind": "rate_limit", "retry_after": 1, "times": 1}}]
-    )
+    harness.scenario(steps=[{"content": "ok", "fault": {"kind": "rate_limit", "retry_after": 1, "times": 1}}])
     # Our own backoff would wait 10 s: finishing well before proves Retry-After was used.
     agent = harness.agent(registry(), backoff_base=10, backoff_max=30)
     began = time.monotonic()

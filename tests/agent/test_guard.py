@@ -68,9 +68,7 @@ async def test_steps_without_new_information_warn_then_stop(harness) -> None:
     # step 1 is new, steps 2-3 stale -> warning, steps 4-5 stale -> stop
     assert len(status.calls) == 5
     notes = [
-        m
-        for m in transcript(events, start)
-        if m["role"] == "user" and m["content"].startswith(prompt_text.NOTE_PREFIX)
+        m for m in transcript(events, start) if m["role"] == "user" and m["content"].startswith(prompt_text.NOTE_PREFIX)
     ]
     assert len(notes) == 1 and "Loop guard" in notes[0]["content"]
     assert notes[0] in harness.requests()[3]["messages"]  # the model was told

@@ -11,20 +11,14 @@ from lestrade.operator.agent import BREAKDOWN_KEYS, DEFAULT_SECTIONS, PromptConf
 
 def _assert_max_tokens_everywhere(requests: list[dict], expected: int) -> None:
     assert requests
-    assert all(r.get("max_tokens") == expected for r in requests), [
-        r.get("max_tokens") for r in requests
-    ]
+    assert all(r.get("max_tokens") == expected for r in requests), [r.get("max_tokens") for r in requests]
 
 
 async def test_multi_step_tool_calling_reaches_an_answer(harness) -> None:
     harness.scenario(
         steps=[
             {"tool_calls": [{"name": "pods", "arguments": {"x": "shop"}}]},
-            {
-                "tool_calls": [
-                    {"name": "logs", "arguments": {"x": "{{ match('(web-\\\\d+)', tool='pods') }}"}}
-                ]
-            },
+            {"tool_calls": [{"name": "logs", "arguments": {"x": "{{ match('(web-\\\\d+)', tool='pods') }}"}}]},
             {"content": "Root cause: {{ tool_output('logs') }}"},
         ]
     )
@@ -53,9 +47,7 @@ async def test_multi_step_tool_calling_reaches_an_answer(harness) -> None:
     requests = harness.requests()
     assert len(requests) == 3
     # the model saw the whole history (litellm leaves out null content)
-    assert requests[-1]["messages"] == [
-        {k: v for k, v in m.items() if v is not None} for m in messages[:-1]
-    ]
+    assert requests[-1]["messages"] == [{k: v for k, v in m.items() if v is not None} for m in messages[:-1]]
     _assert_max_tokens_everywhere(requests, 777)
     assert requests[0]["tools"][0]["function"]["name"] == "pods"
 
@@ -81,9 +73,7 @@ async def test_one_turns_tool_calls_run_concurrently(harness) -> None:
 
 async def test_the_last_step_forces_an_answer(harness) -> None:
     harness.scenario(
-        steps=[
-            {"tool_calls": [{"name": "echo", "arguments": {"x": "n{{ tool_outputs() | length }}"}}]}
-        ],
+        steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "n{{ tool_outputs() | length }}"}}]}],
         rules=[
             {
                 "when": {"last_user_contains": "used all the steps"},
@@ -104,9 +94,7 @@ async def test_the_last_step_forces_an_answer(harness) -> None:
 
 
 async def test_a_forced_step_that_still_calls_tools_stores_no_dangling_calls(harness) -> None:
-    harness.scenario(
-        steps=[{"content": "partial", "tool_calls": [{"name": "echo", "arguments": {}}]}]
-    )
+    harness.scenario(steps=[{"content": "partial", "tool_calls": [{"name": "echo", "arguments": {}}]}])
     echo = FakeTool("echo")
     agent = harness.agent(registry(echo), max_steps=1)
     start = agent.initial_messages("q")
@@ -117,12 +105,8 @@ async def test_a_forced_step_that_still_calls_tools_stores_no_dangling_calls(har
 
 
 async def test_token_counts_report_usage_and_the_breakdown(harness) -> None:
-    harness.scenario(
-        steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "a"}}]}, {"content": "fine"}]
-    )
-    agent = harness.agent(
-        registry(FakeTool("echo")), context_window=50_000, max_output_tokens=1_000
-    )
+    harness.scenario(steps=[{"tool_calls": [{"name": "echo", "arguments": {"x": "a"}}]}, {"content": "fine"}])
+    agent = harness.agent(registry(FakeTool("echo")), context_window=50_000, max_output_tokens=1_000)
     events = await collect(agent.run(agent.initial_messages("status?")))
     counts = of_kind(events, "token_count")
     assert len(counts) == 2

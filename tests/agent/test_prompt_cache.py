@@ -13,17 +13,26 @@ from lestrade.operator.agent.model import cached_prompt_tokens, wants_cache_brea
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a troubleshooter."},
     {"role": "user", "content": "Why does web-1 restart?"},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function",
-                                                          "function": {"name": "kubectl_logs", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "kubectl_logs", "arguments": "{}"}}],
+    },
     {"role": "tool", "tool_call_id": "a", "content": "OOMKilled"},
 ]
 
 
-@pytest.mark.parametrize(("model", "wanted"), [
-    ("anthropic/claude-sonnet-4-5", True), ("bedrock/anthropic.claude-3-5-sonnet", True),
-    ("vertex_ai/claude-3-5-sonnet", True), ("openai/gpt-4o", False), ("gemini/gemini-2.0-flash", False),
-    ("openai/claude-imitation", False),
-])
+@pytest.mark.parametrize(
+    ("model", "wanted"),
+    [
+        ("anthropic/claude-sonnet-4-5", True),
+        ("bedrock/anthropic.claude-3-5-sonnet", True),
+        ("vertex_ai/claude-3-5-sonnet", True),
+        ("openai/gpt-4o", False),
+        ("gemini/gemini-2.0-flash", False),
+        ("openai/claude-imitation", False),
+    ],
+)
 def test_breakpoints_only_for_providers_that_need_them(model: str, wanted: bool) -> None:
     assert wants_cache_breakpoints(model) is wanted
 
@@ -35,8 +44,9 @@ def test_breakpoints_on_the_system_prompt_and_the_last_message_without_changing_
     assert sent[-1]["content"] == [{"type": "text", "text": "OOMKilled", "cache_control": ephemeral}]
     assert sent[1]["content"] == "Why does web-1 restart?" and sent[2] == MESSAGES[2]
     assert MESSAGES[0]["content"] == "You are a troubleshooter."  # the caller's list is untouched
-    parts = with_cache_breakpoints([{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                                 {"type": "image_url", "image_url": {"url": "x"}}]}])
+    parts = with_cache_breakpoints(
+        [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}]
+    )
     assert parts[0]["content"][1]["cache_control"] == ephemeral and "cache_control" not in parts[0]["content"][0]
 
 
@@ -48,8 +58,10 @@ def _response(cached: int | None) -> Any:
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return litellm.ModelResponse(
-        model="gpt-4o", choices=[{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": "done"}}], usage=usage)
+        model="gpt-4o",
+        choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}],
+        usage=usage,
+    )
 
 
 def test_cached_tokens_are_read_and_priced_lower() -> None:

@@ -113,9 +113,7 @@ def test_investigation_prompt_asks_for_the_sections() -> None:
         context={"labels": {"severity": "warning"}},
         question="Is it the new release?",
     )
-    text = user_prompt(
-        request, registry(), PromptConfig(enabled_prompts="none", sections=DEFAULT_SECTIONS)
-    )
+    text = user_prompt(request, registry(), PromptConfig(enabled_prompts="none", sections=DEFAULT_SECTIONS))
     assert text.startswith("Investigate this kubernetes issue: KubePodCrashLooping")
     assert "name: web-1\nnamespace: shop\nkind: Pod" in text
     assert "severity: warning" in text and "Question: Is it the new release?" in text
@@ -144,9 +142,7 @@ def test_first_call_fits_the_budget_with_the_default_toolset() -> None:
 
 async def test_the_model_receives_the_switched_prompt(harness) -> None:
     harness.scenario(steps=[{"content": "ok"}])
-    prompt = PromptConfig(
-        enabled_prompts="", behavior_controls={"style_guide": False, "general_instructions": False}
-    )
+    prompt = PromptConfig(enabled_prompts="", behavior_controls={"style_guide": False, "general_instructions": False})
     agent = harness.agent(registry(FakeTool("echo")), prompt)
     events = await collect(agent.run(agent.initial_messages("list pods")))
     assert final(events).text == "ok"

@@ -22,22 +22,29 @@ from lestrade.runs.transcript import RecordType, TranscriptState
 
 def _interrupted(agent: Any, *calls: tuple[str, str, dict[str, Any]]) -> list[dict[str, Any]]:
     """A stored conversation whose last assistant turn asked for `calls` (id, name, params)."""
-    return agent.initial_messages("look and fix") + [{
-        "role": "assistant", "content": None,
-        "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(p)}}
-            for i, n, p in calls
-        ],
-    }]
+    return agent.initial_messages("look and fix") + [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(p)}} for i, n, p in calls
+            ],
+        }
+    ]
 
 
 async def test_a_read_only_call_that_may_have_run_is_run_again_with_its_real_result(harness) -> None:
     harness.scenario(steps=[{"content": "after restart: {{ tool_outputs() | join(' | ') }}"}])
     read = FakeTool("read", lambda p: f"pods in {p['x']}")
     write = FakeTool("write", lambda p: "written")
-    agent = harness.agent(ToolRegistry([
-        Toolset("reads", [read], read_only=True), Toolset("writes", [write]),
-    ]))
+    agent = harness.agent(
+        ToolRegistry(
+            [
+                Toolset("reads", [read], read_only=True),
+                Toolset("writes", [write]),
+            ]
+        )
+    )
     stored = _interrupted(agent, ("r1", "read", {"x": "shop"}), ("w1", "write", {"x": "a"}))
     events = await collect(agent.run(stored, started_call_ids={"r1", "w1"}))
     assert read.calls == [{"x": "shop"}] and write.calls == []
@@ -59,11 +66,18 @@ async def test_a_tool_may_declare_only_some_calls_read_only(harness) -> None:
 
 
 async def test_a_turn_announces_every_intent_before_any_call_runs_and_marks_launches(harness) -> None:
-    harness.scenario(steps=[
-        {"tool_calls": [{"name": "read", "arguments": {"x": "1"}}, {"name": "write", "arguments": {"x": "2"}},
-                        {"name": "read", "arguments": {"x": "3"}}]},
-        {"content": "done"},
-    ])
+    harness.scenario(
+        steps=[
+            {
+                "tool_calls": [
+                    {"name": "read", "arguments": {"x": "1"}},
+                    {"name": "write", "arguments": {"x": "2"}},
+                    {"name": "read", "arguments": {"x": "3"}},
+                ]
+            },
+            {"content": "done"},
+        ]
+    )
     log: list[str] = []
     read = FakeTool("read", lambda p: log.append(f"run read {p['x']}") or "r")
     write = FakeTool("write", lambda p: log.append(f"run write {p['x']}") or "w")
@@ -79,8 +93,12 @@ async def test_a_turn_announces_every_intent_before_any_call_runs_and_marks_laun
         elif event.kind == "tools_starting":
             log.append(f"starting {len(event.call_ids)}")
     intents = log[:4]
-    assert intents == ["intent read read_only=True", "intent write read_only=False",
-                       "intent read read_only=True", "starting 3"]
+    assert intents == [
+        "intent read read_only=True",
+        "intent write read_only=False",
+        "intent read read_only=True",
+        "starting 3",
+    ]
     # Only the call that may have an effect is marked, and before it runs.
     assert log.count("launch write 2") == 1 and not any(e.startswith("launch read") for e in log)
     assert log.index("launch write 2") < log.index("run write 2")
@@ -120,11 +138,14 @@ def test_an_mcp_tool_is_read_only_only_when_its_server_is_trusted_and_says_so() 
     from lestrade.operator.tools.mcp.toolset import mcp_tool
 
     def tool(name: str, **hints: bool) -> Any:
-        return SimpleNamespace(name=name, description=name, inputSchema={"type": "object", "properties": {}},
-                               annotations=SimpleNamespace(**hints) if hints else None)
+        return SimpleNamespace(
+            name=name,
+            description=name,
+            inputSchema={"type": "object", "properties": {}},
+            annotations=SimpleNamespace(**hints) if hints else None,
+        )
 
-    listed = [tool("get_pods", readOnlyHint=True), tool("wipe", readOnlyHint=True, destructiveHint=True),
-              tool("plain")]
+    listed = [tool("get_pods", readOnlyHint=True), tool("wipe", readOnlyHint=True, destructiveHint=True), tool("plain")]
     for trusted, expected in ((True, {"srv__get_pods"}), (False, set())):
         infos, _ = build_catalog("srv", listed, Policy(trust_hints=trusted))
         tools = [mcp_tool("srv", info, lambda: None) for info in infos]

@@ -24,12 +24,8 @@ def test_truncation_cuts_on_the_budget_and_records_the_cut() -> None:
 
 
 async def test_oversized_tool_output_is_truncated_for_the_model(harness) -> None:
-    harness.scenario(
-        steps=[{"tool_calls": [{"name": "logs", "arguments": {}}]}, {"content": "read it"}]
-    )
-    agent = harness.agent(
-        registry(FakeTool("logs", lambda p: HUGE)), context_window=8_000, max_output_tokens=1_000
-    )
+    harness.scenario(steps=[{"tool_calls": [{"name": "logs", "arguments": {}}]}, {"content": "read it"}])
+    agent = harness.agent(registry(FakeTool("logs", lambda p: HUGE)), context_window=8_000, max_output_tokens=1_000)
     events = await collect(agent.run(agent.initial_messages("logs?")))
     assert final(events).text == "read it"
     (result,) = of_kind(events, "tool_result")
@@ -45,13 +41,7 @@ async def test_oversized_tool_output_is_truncated_for_the_model(harness) -> None
 async def test_a_long_history_is_compacted_by_a_summary_call(harness) -> None:
     block = " ".join(f"pod-{i} Running" for i in range(200))  # ~800 tokens per result
     harness.scenario(
-        steps=[
-            {
-                "tool_calls": [
-                    {"name": "get", "arguments": {"x": "page {{ tool_outputs() | length }}"}}
-                ]
-            }
-        ],
+        steps=[{"tool_calls": [{"name": "get", "arguments": {"x": "page {{ tool_outputs() | length }}"}}]}],
         rules=[
             {
                 "when": {"system_contains": "conversation summarizer"},
@@ -64,9 +54,7 @@ async def test_a_long_history_is_compacted_by_a_summary_call(harness) -> None:
         ],
     )
     get = FakeTool("get", lambda p: f"{p['x']}: {block}")
-    agent = harness.agent(
-        registry(get), context_window=4_000, max_output_tokens=500, keep_recent_turns=1
-    )
+    agent = harness.agent(registry(get), context_window=4_000, max_output_tokens=500, keep_recent_turns=1)
     start = agent.initial_messages("are all pods fine?")
     events = await collect(agent.run(start))
     assert final(events).text == "all pods are fine"
@@ -84,9 +72,7 @@ async def test_a_long_history_is_compacted_by_a_summary_call(harness) -> None:
     assert done.compaction_cost["total_tokens"] > 0
 
     requests = harness.requests()
-    summary_calls = [
-        r for r in requests if "conversation summarizer" in r["messages"][0]["content"]
-    ]
+    summary_calls = [r for r in requests if "conversation summarizer" in r["messages"][0]["content"]]
     assert len(summary_calls) == 1
     assert "tools" not in summary_calls[0] and summary_calls[0]["max_tokens"] <= 500
     assert "page 0" in summary_calls[0]["messages"][1]["content"]  # the old turns were summarized

@@ -19,10 +19,13 @@ from lestrade.api.app import create_app  # noqa: E402
 
 
 @pytest.fixture
-def stack(cluster: Any, crds: None, namespace: str, model_server: Any, api_client: Any) -> Iterator[Callable[..., Stack]]:
+def stack(
+    cluster: Any, crds: None, namespace: str, model_server: Any, api_client: Any
+) -> Iterator[Callable[..., Stack]]:
     """`stack(*scenarios, operator=True, **app_options)`: the operator (models named after the
     scenarios, first = default; the operator tests' tools) and the API serving the namespace."""
     with ExitStack() as stack:
+
         def start(*scenarios: str, operator: bool = True, **app_options: Any) -> Stack:
             models = model_list(model_server, *scenarios)
             op = None

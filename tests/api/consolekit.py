@@ -15,7 +15,12 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 __all__ = ["CHROMIUM", "browser", "signed_in", "ARTIFACTS", "shot"]
 
 CHROMIUM = Path(os.environ.get("LESTRADE_CHROMIUM", "/usr/bin/chromium"))
-ARTIFACTS = Path(os.environ.get("LESTRADE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / ".lestrade" / "test-artifacts")) / "console"
+ARTIFACTS = (
+    Path(
+        os.environ.get("LESTRADE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / ".lestrade" / "test-artifacts")
+    )
+    / "console"
+)
 TIMEOUT_MS = 60_000
 """How long an expectation waits for the page (a loaded 2-core machine runs the operator too)."""
 expect.set_options(timeout=TIMEOUT_MS)
@@ -49,5 +54,3 @@ def shot(page: Page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-
-

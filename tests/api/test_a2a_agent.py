@@ -48,41 +48,82 @@ def _text(status: Any) -> str:
 
 
 async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     fix = f"{scenario_name}-fix"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": scenario_name})]),
-        Step(content="web is OOMKilled: the 64Mi limit is too small."),
-        Step(content="Raise it to 256Mi."),
-    ]))
-    model_server.add_scenario(Scenario(name=fix, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": fix})]),
-        Step(content="The fix is applied."),
-    ]))
-    grant(api_client, namespace, "agent", [("investigations", ["create"]),
-                                           ("conversations", ["create", "get", "list", "patch"])])
-    grant(api_client, namespace, "other-agent", [("investigations", ["create"]),
-                                                 ("conversations", ["create", "get", "list", "patch"])])
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": scenario_name}
+                        )
+                    ]
+                ),
+                Step(content="web is OOMKilled: the 64Mi limit is too small."),
+                Step(content="Raise it to 256Mi."),
+            ],
+        )
+    )
+    model_server.add_scenario(
+        Scenario(
+            name=fix,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": fix})]
+                ),
+                Step(content="The fix is applied."),
+            ],
+        )
+    )
+    grant(
+        api_client,
+        namespace,
+        "agent",
+        [("investigations", ["create"]), ("conversations", ["create", "get", "list", "patch"])],
+    )
+    grant(
+        api_client,
+        namespace,
+        "other-agent",
+        [("investigations", ["create"]), ("conversations", ["create", "get", "list", "patch"])],
+    )
     user = f"system:serviceaccount:{namespace}:agent"
     token, other_token = cluster.token_for(namespace, "agent"), cluster.token_for(namespace, "other-agent")
     s = stack(scenario_name, fix, auth=True)
     for t in (token, other_token):
-        wait_until("RBAC to allow", lambda t=t: httpx.get(f"{s.base}/api/model", headers={
-            "Authorization": f"Bearer {t}"}).status_code == 200, 30)
+        wait_until(
+            "RBAC to allow",
+            lambda t=t: httpx.get(f"{s.base}/api/model", headers={"Authorization": f"Bearer {t}"}).status_code == 200,
+            30,
+        )
 
     card = httpx.get(f"{s.base}/.well-known/agent-card.json")  # public: it holds no data
     assert card.status_code == 200 and card.json()["supportedInterfaces"][0]["url"] == f"{s.base}/a2a", card.text
-    assert httpx.post(f"{s.base}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                                             "params": {"id": "x"}}).status_code == 401
+    assert (
+        httpx.post(
+            f"{s.base}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+        ).status_code
+        == 401
+    )
 
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=300) as http:
         client = await create_client(s.base, client_config=ClientConfig(httpx_client=http, streaming=True))
         events, last = await _send(client, _message("Why does web keep restarting?"))
         assert last.state == TaskState.TASK_STATE_COMPLETED, last
         assert _text(last) == "web is OOMKilled: the 64Mi limit is too small."
-        working = [_text(e.status_update.status) for e in events
-                   if e.HasField("status_update") and e.status_update.status.state == TaskState.TASK_STATE_WORKING]
+        working = [
+            _text(e.status_update.status)
+            for e in events
+            if e.HasField("status_update") and e.status_update.status.state == TaskState.TASK_STATE_WORKING
+        ]
         assert any("calling slow_probe" in w for w in working), working
         artifacts = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
         assert [a.parts[0].text for a in artifacts] == ["web is OOMKilled: the 64Mi limit is too small."]
@@ -94,9 +135,13 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
         events, last = await _send(client, _message("And how do I fix it?", context_id=first.context_id))
         assert last.state == TaskState.TASK_STATE_COMPLETED and _text(last) == "Raise it to 256Mi."
         convs = k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-            GROUP, "v1alpha1", namespace, "conversations")["items"]
+            GROUP, "v1alpha1", namespace, "conversations"
+        )["items"]
         assert len(convs) == 1, [c["metadata"]["name"] for c in convs]
-        assert [t["ask"] for t in convs[0]["spec"]["turns"]] == ["Why does web keep restarting?", "And how do I fix it?"]
+        assert [t["ask"] for t in convs[0]["spec"]["turns"]] == [
+            "Why does web keep restarting?",
+            "And how do I fix it?",
+        ]
         assert convs[0]["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == user  # asked as the caller
         mine = convs[0]["metadata"]["name"]
 
@@ -105,12 +150,27 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
         assert last.state == TaskState.TASK_STATE_INPUT_REQUIRED, last
         assert "apply_fix" in _text(last) and "kubectl" in _text(last) and '"fix-1"' in _text(last)
         waiting = next(e.task for e in events if e.HasField("task"))
-        chat = next(c for c in k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-            GROUP, "v1alpha1", namespace, "conversations")["items"] if c["spec"].get("model") == fix)
+        chat = next(
+            c
+            for c in k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                GROUP, "v1alpha1", namespace, "conversations"
+            )["items"]
+            if c["spec"].get("model") == fix
+        )
         k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-            GROUP, "v1alpha1", namespace, "conversations", chat["metadata"]["name"],
-            {"spec": {"decisions": {"fix-1": {"approved": True,
-                                              "digest": chat["status"]["pendingApprovals"][0]["digest"]}}}})
+            GROUP,
+            "v1alpha1",
+            namespace,
+            "conversations",
+            chat["metadata"]["name"],
+            {
+                "spec": {
+                    "decisions": {
+                        "fix-1": {"approved": True, "digest": chat["status"]["pendingApprovals"][0]["digest"]}
+                    }
+                }
+            },
+        )
         _, last = await _send(client, _message("Approved.", context_id=waiting.context_id, task_id=waiting.id))
         assert last.state == TaskState.TASK_STATE_COMPLETED and _text(last) == "The fix is applied.", last
 
@@ -130,14 +190,29 @@ async def test_an_a2a_client_asks_follows_and_is_refused_where_rbac_says_no(
         _, last = await _send(stranger, _message("What did they ask?", context_id=first.context_id))
         assert last.state == TaskState.TASK_STATE_COMPLETED, last
     turns = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        GROUP, "v1alpha1", namespace, "conversations", mine)["spec"]["turns"]
+        GROUP, "v1alpha1", namespace, "conversations", mine
+    )["spec"]["turns"]
     assert [t["ask"] for t in turns] == ["Why does web keep restarting?", "And how do I fix it?"]
 
     # An A2A 0.3 client's method names on the same endpoint.
-    legacy = httpx.post(f"{s.base}/a2a", headers={"Authorization": f"Bearer {token}"}, timeout=300, json={
-        "jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": {
-            "kind": "message", "messageId": uuid.uuid4().hex, "role": "user",
-            "parts": [{"kind": "text", "text": "Why does web keep restarting?"}]}}})
+    legacy = httpx.post(
+        f"{s.base}/a2a",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=300,
+        json={
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "messageId": uuid.uuid4().hex,
+                    "role": "user",
+                    "parts": [{"kind": "text", "text": "Why does web keep restarting?"}],
+                }
+            },
+        },
+    )
     assert legacy.status_code == 200, legacy.text
     result = legacy.json()["result"]
     assert result["status"]["state"] == "completed", result

@@ -24,14 +24,30 @@ def test_the_example_route_investigates_a_crashlooping_pod(
     stack: Any, cluster: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
     applied = subprocess.run(
-        [str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", "apply", "--server-side",
-         "-n", namespace, "-f", str(EXAMPLE)], capture_output=True, text=True, timeout=120)
+        [
+            str(binary_path("kubectl")),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "apply",
+            "--server-side",
+            "-n",
+            namespace,
+            "-f",
+            str(EXAMPLE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert applied.returncode == 0, applied.stderr
     route = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER)]))
     s = stack(scenario_name)
-    firing = [alert(1, namespace), alert(2, namespace, severity="info"),
-              alert(3, namespace, alertname="KubeJobFailed"), alert(4, "other-team")]
+    firing = [
+        alert(1, namespace),
+        alert(2, namespace, severity="info"),
+        alert(3, namespace, alertname="KubeJobFailed"),
+        alert(4, "other-team"),
+    ]
     response = httpx.post(f"{s.base}/api/alertmanager", json=payload(firing), timeout=60)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -70,9 +86,17 @@ def test_a_resolved_alert_cancels_its_queued_investigation(
     op.start()
     try:
         s = stack(scenario_name, operator=False)
-        request_json(api_client, "POST", f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes", {
-            "apiVersion": "lestrade.dev/v1alpha1", "kind": "AlertRoute", "metadata": {"name": "all"},
-            "spec": {"investigation": {"title": "{{ labels.pod }}"}}})
+        request_json(
+            api_client,
+            "POST",
+            f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes",
+            {
+                "apiVersion": "lestrade.dev/v1alpha1",
+                "kind": "AlertRoute",
+                "metadata": {"name": "all"},
+                "spec": {"investigation": {"title": "{{ labels.pod }}"}},
+            },
+        )
         response = httpx.post(f"{s.base}/api/alertmanager", json=payload([alert(1, namespace), alert(2, namespace)]))
         assert response.status_code == 200 and response.json()["created"] == 2, response.text
 
@@ -93,8 +117,13 @@ def test_a_resolved_alert_cancels_its_queued_investigation(
         assert answer.json()["routes"][0]["cancelled"] == [waiting["metadata"]["name"]]
         name = waiting["metadata"]["name"]
         # Cancelled, and the operator let go of it (no daemon, no finalizer): it can never start.
-        done = wait_inv(api_client, namespace, name, lambda o: (o.get("status") or {}).get("phase") == "Failed"
-                        and not o["metadata"].get("finalizers"), timeout=60)
+        done = wait_inv(
+            api_client,
+            namespace,
+            name,
+            lambda o: (o.get("status") or {}).get("phase") == "Failed" and not o["metadata"].get("finalizers"),
+            timeout=60,
+        )
         (cond,) = [c for c in done["status"]["conditions"] if c["type"] == "Succeeded"]
         assert cond["reason"] == "AlertResolved" and not done["status"].get("startTime")
     finally:

@@ -70,8 +70,15 @@ def test_bad_payloads_are_refused_naming_the_field(apis: list[str], namespace: s
     (error,) = too_big.json()["detail"]
     assert error["loc"] == ["body", "alerts", 1] and "at most 262144" in error["msg"]
     # times UTC cannot hold, or without a zone, are ignored rather than failing the webhook
-    odd = post(apis[0], payload([{**alert(1, namespace), "startsAt": "9999-12-31T23:59:59-14:00"},
-                                 {**alert(2, namespace), "startsAt": "2026-01-01T00:00:00"}]))
+    odd = post(
+        apis[0],
+        payload(
+            [
+                {**alert(1, namespace), "startsAt": "9999-12-31T23:59:59-14:00"},
+                {**alert(2, namespace), "startsAt": "2026-01-01T00:00:00"},
+            ]
+        ),
+    )
     assert odd.status_code == 200, odd.text
 
 
@@ -83,17 +90,25 @@ def test_a_storm_creates_exactly_the_expected_investigations(
     alerts = [alert(i, namespace, alertname=names[i % 3], severity=severities[(i // 3) % 3]) for i in range(300)]
     # alerts of another namespace: an Own route never sees them
     alerts += [alert(1000 + i, "elsewhere", alertname="KubePodCrashLooping") for i in range(30)]
-    apply_route(api_client, namespace, "kube", matchers=[
-        {"name": "alertname", "operator": "=~", "value": "KubePod.*|KubeJob.*"},
-        {"name": "severity", "operator": "!=", "value": "info"},
-    ])
+    apply_route(
+        api_client,
+        namespace,
+        "kube",
+        matchers=[
+            {"name": "alertname", "operator": "=~", "value": "KubePod.*|KubeJob.*"},
+            {"name": "severity", "operator": "!=", "value": "info"},
+        ],
+    )
     apply_route(api_client, namespace, "critical", matchers=[{"name": "severity", "value": "critical"}])
     apply_route(api_client, namespace, "silent", matchers=[{"name": "alertname", "value": "Nothing"}])
 
     def matches_kube(a: dict[str, Any]) -> bool:
         labels = a["labels"]
-        return (labels["namespace"] == namespace and labels["alertname"].startswith(("KubePod", "KubeJob"))
-                and labels["severity"] != "info")
+        return (
+            labels["namespace"] == namespace
+            and labels["alertname"].startswith(("KubePod", "KubeJob"))
+            and labels["severity"] != "info"
+        )
 
     def matches_critical(a: dict[str, Any]) -> bool:
         return a["labels"]["namespace"] == namespace and a["labels"]["severity"] == "critical"
@@ -103,7 +118,7 @@ def test_a_storm_creates_exactly_the_expected_investigations(
         "critical": {expected_name("critical", a) for a in alerts if matches_critical(a)},
     }
     # 11 groups of 30, each delivered three times, alternately to both processes, all at once
-    groups = [alerts[i:i + 30] for i in range(0, len(alerts), 30)]
+    groups = [alerts[i : i + 30] for i in range(0, len(alerts), 30)]
     deliveries = [(apis[(g + r) % 2], payload(group)) for g, group in enumerate(groups) for r in range(3)]
     started = time.monotonic()
     deliver_all(deliveries)
@@ -114,13 +129,20 @@ def test_a_storm_creates_exactly_the_expected_investigations(
         assert set(created) == names_expected, route
         status = route_status(api_client, namespace, route)
         n = len(names_expected)
-        assert (status["matched"], status["created"], status["deduplicated"], status["dropped"]) == (3 * n, n, 2 * n, 0), status
+        assert (status["matched"], status["created"], status["deduplicated"], status["dropped"]) == (
+            3 * n,
+            n,
+            2 * n,
+            0,
+        ), status
         assert status["lastInvestigation"]["name"] in names_expected
         assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
     assert routed_investigations(api_client, namespace, "silent") == {}
-    print(f"\nstorm: {len(alerts)} alerts x 3 deliveries over 2 API processes in {elapsed:.1f}s -> "
-          f"{len(expected['kube'])} + {len(expected['critical'])} Investigations, "
-          f"{2 * (len(expected['kube']) + len(expected['critical']))} deduplicated")
+    print(
+        f"\nstorm: {len(alerts)} alerts x 3 deliveries over 2 API processes in {elapsed:.1f}s -> "
+        f"{len(expected['kube'])} + {len(expected['critical'])} Investigations, "
+        f"{2 * (len(expected['kube']) + len(expected['critical']))} deduplicated"
+    )
 
     # One Investigation carries its alert, its route and the rendered template.
     some = next(iter(routed_investigations(api_client, namespace, "kube").values()))
@@ -163,7 +185,7 @@ def test_limits_hold_across_two_processes(apis: list[str], api_client: k8s.ApiCl
     apply_route(api_client, namespace, "open", limits={"maxOpen": 4})
     apply_route(api_client, namespace, "paused", suspend=True)
     alerts = [alert(i, namespace) for i in range(40)]
-    deliveries = [(apis[g % 2], payload(alerts[g * 5:(g + 1) * 5])) for g in range(8)]
+    deliveries = [(apis[g % 2], payload(alerts[g * 5 : (g + 1) * 5])) for g in range(8)]
     deliver_all(deliveries, workers=8)
     for route, cap in (("rate", 7), ("open", 4), ("paused", 0)):
         assert len(routed_investigations(api_client, namespace, route)) == cap, route
@@ -175,7 +197,11 @@ def test_limits_hold_across_two_processes(apis: list[str], api_client: k8s.ApiCl
         assert len(routed_investigations(api_client, namespace, route)) == cap
         status = route_status(api_client, namespace, route)
         assert (status["matched"], status["created"], status["deduplicated"], status["dropped"]) == (
-            80, cap, cap, 80 - 2 * cap), (route, status)
+            80,
+            cap,
+            cap,
+            80 - 2 * cap,
+        ), (route, status)
 
 
 def test_routes_where_their_owners_keep_them(
@@ -189,8 +215,13 @@ def test_routes_where_their_owners_keep_them(
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=other)))
     try:
         apply_route(api_client, other, "theirs")
-        apply_route(api_client, other, "everything", alertNamespace="Any",
-                    matchers=[{"name": "alertname", "value": "NodeNotReady"}])
+        apply_route(
+            api_client,
+            other,
+            "everything",
+            alertNamespace="Any",
+            matchers=[{"name": "alertname", "value": "NodeNotReady"}],
+        )
         node_alert = {**alert(9, ""), "labels": {"alertname": "NodeNotReady", "node": "n1", "severity": "critical"}}
         body = post(apis[0], payload([alert(7, other), alert(6, "elsewhere"), node_alert])).json()
         # Own: the alert of its namespace, created there (not the other namespace's alert)
@@ -209,8 +240,13 @@ def test_routes_where_their_owners_keep_them(
         keys = tmp_path / "keys-any"
         keys.mkdir()
         (keys / "alertmanager").write_text(KEY)
-        with api_processes(Path(cluster.kubeconfig), namespace, keys, count=1,
-                           env={"LESTRADE_ALERT_ROUTES_ANY_NAMESPACES": f"unrelated,{other}"}) as (base,):
+        with api_processes(
+            Path(cluster.kubeconfig),
+            namespace,
+            keys,
+            count=1,
+            env={"LESTRADE_ALERT_ROUTES_ANY_NAMESPACES": f"unrelated,{other}"},
+        ) as (base,):
             body = post(base, payload([node_alert])).json()
         assert (body["matched"], body["created"]) == (1, 1), body
         (created,) = routed_investigations(api_client, other, "everything").values()

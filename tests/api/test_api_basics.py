@@ -38,6 +38,7 @@ def test_readyz_reports_missing_crds(cluster) -> None:
 
         app.state.watches["investigations"] = SharedWatch(app.state.kube, "nosuchthings")
         with serve(app) as base:
+
             def reported() -> bool:
                 body = httpx.get(f"{base}/readyz").json()
                 return body.get("waiting", {}).get("investigations") == "ApiException: Not Found"
@@ -66,9 +67,16 @@ async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, name
             await wait_for_watch(watches_opened)
             async with watch.subscribe() as q1, watch.subscribe() as q2, watch.subscribe() as q3:
                 k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, "investigations",
-                    {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
-                     "metadata": {"name": "fanout"}, "spec": {"title": "fan out"}},
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "investigations",
+                    {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": "Investigation",
+                        "metadata": {"name": "fanout"},
+                        "spec": {"title": "fan out"},
+                    },
                 )
                 for queue in (q1, q2, q3):
                     while True:
@@ -84,7 +92,10 @@ async def test_one_shared_watch_fans_out_to_many_subscribers(cluster, crds, name
 
 
 async def test_the_shared_watch_lists_in_pages_and_keeps_slim_objects(
-    cluster, crds, namespace, monkeypatch: pytest.MonkeyPatch,
+    cluster,
+    crds,
+    namespace,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """10,000 runs must not cost the API one huge list nor the apiserver's bookkeeping of each:
     the list is paged, and the cache drops managedFields and kubectl's last-applied copy (no
@@ -103,15 +114,28 @@ async def test_the_shared_watch_lists_in_pages_and_keeps_slim_objects(
     custom = k8s.CustomObjectsApi
     with cluster.api_client() as api:
         for i in range(3):
-            custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, "investigations", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "Investigation",
-                "metadata": {"name": f"slim-{i}", "labels": {"team": "a"}, "annotations": {
-                    "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {"title": "x"}}',
-                    "note": "kept"}},
-                "spec": {"title": f"slim {i}"},
-            })
+            custom(api).create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "investigations",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "Investigation",
+                    "metadata": {
+                        "name": f"slim-{i}",
+                        "labels": {"team": "a"},
+                        "annotations": {
+                            "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {"title": "x"}}',
+                            "note": "kept",
+                        },
+                    },
+                    "spec": {"title": f"slim {i}"},
+                },
+            )
         custom(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, "investigations", "slim-0", {"status": {"phase": "Running"}})
+            GROUP, VERSION, namespace, "investigations", "slim-0", {"status": {"phase": "Running"}}
+        )
         kube = Kube(api, session_factory=functools.partial(aiohttp.ClientSession, trace_configs=[trace]))
         watch = watch_module.SharedWatch(kube, "investigations")
         watch.start()
@@ -129,7 +153,8 @@ async def test_the_shared_watch_lists_in_pages_and_keeps_slim_objects(
             # Changes arrive slim as well.
             async with watch.subscribe() as queue:
                 custom(api).patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, "investigations", "slim-1", {"status": {"phase": "Running"}})
+                    GROUP, VERSION, namespace, "investigations", "slim-1", {"status": {"phase": "Running"}}
+                )
                 while True:
                     event = await asyncio.wait_for(queue.get(), 30)
                     if event.object["metadata"]["name"] == "slim-1":
@@ -174,16 +199,24 @@ def test_auth_follows_rbac(secured, cluster, api_client, namespace) -> None:
     assert f"system:serviceaccount:{namespace}:caller may not create investigations" in denied.json()["detail"]
 
     rbac = k8s.RbacAuthorizationV1Api(api_client)
-    rbac.create_namespaced_role(namespace, k8s.V1Role(
-        metadata=k8s.V1ObjectMeta(name="investigator"),
-        rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=["investigations"], verbs=["create", "get"])],
-    ))
-    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-        metadata=k8s.V1ObjectMeta(name="caller"),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="investigator"),
-        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="caller", namespace=namespace)],
-    ))
+    rbac.create_namespaced_role(
+        namespace,
+        k8s.V1Role(
+            metadata=k8s.V1ObjectMeta(name="investigator"),
+            rules=[k8s.V1PolicyRule(api_groups=[GROUP], resources=["investigations"], verbs=["create", "get"])],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        k8s.V1RoleBinding(
+            metadata=k8s.V1ObjectMeta(name="caller"),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="investigator"),
+            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="caller", namespace=namespace)],
+        ),
+    )
     # a second token: the first one's denial is cached for a short while
     fresh = {"Authorization": f"Bearer {cluster.token_for(namespace, 'caller')}"}
     wait_until("RBAC to allow", lambda: httpx.get(f"{secured}/api/whoami", headers=fresh).status_code == 200, 30)
-    assert httpx.get(f"{secured}/api/whoami", headers=fresh).json()["user"] == f"system:serviceaccount:{namespace}:caller"
+    assert (
+        httpx.get(f"{secured}/api/whoami", headers=fresh).json()["user"] == f"system:serviceaccount:{namespace}:caller"
+    )

@@ -16,8 +16,11 @@ def samples(base: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     response = httpx.get(f"{base}/metrics")  # no token: /metrics is public
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(response.text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
 def total(found: dict, name: str, **labels: str) -> float:

@@ -22,10 +22,17 @@ def test_approving_over_http_needs_the_right_to_patch_the_conversation(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(content="Fixed."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(content="Fixed."),
+            ],
+        )
+    )
     gate = ("investigations", ["create"])  # what every API call needs (auth.py)
     grant(api_client, namespace, "asker", [gate, ("conversations", ["create", "get"])])
     grant(api_client, namespace, "approver", [gate, ("conversations", ["create", "get", "patch"])])
@@ -41,14 +48,18 @@ def test_approving_over_http_needs_the_right_to_patch_the_conversation(
         assert paused.status_code == 200, paused.text
         body = paused.json()
         assert [p["tool_call_id"] for p in body["pending_approvals"]] == ["fix-1"]
-        decide = {"conversation_history": body["conversation_history"],
-                  "tool_decisions": [{"tool_call_id": "fix-1", "approved": True}]}
+        decide = {
+            "conversation_history": body["conversation_history"],
+            "tool_decisions": [{"tool_call_id": "fix-1", "approved": True}],
+        }
 
         refused = http.post("/api/chat", headers=asker, json=decide)
         assert refused.status_code == 403, refused.text
         assert refused.json()["field"] == "authorization"
         assert f"system:serviceaccount:{namespace}:asker may not patch conversations" in refused.json()["detail"]
-        follow_up = http.post("/api/chat", headers=asker, json={"ask": "More?", "conversation_history": body["conversation_history"]})
+        follow_up = http.post(
+            "/api/chat", headers=asker, json={"ask": "More?", "conversation_history": body["conversation_history"]}
+        )
         assert follow_up.status_code == 403
         assert "decisions" not in get_conv(api_client, namespace, body["conversation_id"])["spec"]
         assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 0
@@ -69,8 +80,9 @@ def test_investigations_and_resumed_streams_are_authorized_too(
         wait_until("RBAC to allow", lambda: http.get("/api/model", headers=headers).status_code == 200, 30)
         chat = http.post("/api/chat", headers=headers, json={"ask": "hi"})
         assert chat.status_code == 403 and "may not create conversations" in chat.json()["detail"]
-        resumed = http.post("/api/chat", headers={**headers, "Last-Event-ID": "conv/some-chat/3"},
-                            json={"ask": "hi", "stream": True})
+        resumed = http.post(
+            "/api/chat", headers={**headers, "Last-Event-ID": "conv/some-chat/3"}, json={"ask": "hi", "stream": True}
+        )
         assert resumed.status_code == 403 and "may not get conversations" in resumed.json()["detail"]
     assert httpx.get(f"{s.base}/healthz").status_code == 200
 
@@ -103,41 +115,78 @@ def test_writes_over_http_are_made_as_the_caller(
 
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="Hello.")]))
     policy = f"only-callers-{namespace}"[:63]
-    request_json(api_client, "POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": policy},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": ["conversations", "investigations"]}]},
-            "validations": [{
-                "expression": f"request.userInfo.username.startsWith('system:serviceaccount:{namespace}:')",
-                "messageExpression": "'written by ' + request.userInfo.username",
-            }],
+    request_json(
+        api_client,
+        "POST",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [GROUP],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["conversations", "investigations"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": f"request.userInfo.username.startsWith('system:serviceaccount:{namespace}:')",
+                        "messageExpression": "'written by ' + request.userInfo.username",
+                    }
+                ],
+            },
         },
-    })
-    request_json(api_client, "POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy},
-        "spec": {"policyName": policy, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}},
-    })
+    )
+    request_json(
+        api_client,
+        "POST",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+            },
+        },
+    )
     try:
         probes = iter(range(10_000))
 
         def enforced() -> bool:  # the admin (what the API runs as here) is refused once it is active
             try:
                 k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
-                    GROUP, "v1alpha1", namespace, "conversations",
-                    {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Conversation",
-                     "metadata": {"name": f"probe-{next(probes)}"}, "spec": {"turns": []}})
+                    GROUP,
+                    "v1alpha1",
+                    namespace,
+                    "conversations",
+                    {
+                        "apiVersion": f"{GROUP}/v1alpha1",
+                        "kind": "Conversation",
+                        "metadata": {"name": f"probe-{next(probes)}"},
+                        "spec": {"turns": []},
+                    },
+                )
             except k8s.ApiException as exc:
                 return exc.status in (403, 422) and "written by" in (exc.body or "")
             return False
 
         wait_until("the policy to be enforced", enforced, 30)
-        grant(api_client, namespace, "writer", [("investigations", ["create"]), ("conversations", ["create", "get", "patch"])])
+        grant(
+            api_client,
+            namespace,
+            "writer",
+            [("investigations", ["create"]), ("conversations", ["create", "get", "patch"])],
+        )
         s = stack(scenario_name, auth=True)
         headers = {"Authorization": f"Bearer {cluster.token_for(namespace, 'writer')}"}
         with s.client() as http:

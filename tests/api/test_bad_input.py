@@ -31,26 +31,64 @@ def loc_fields(body: dict[str, Any]) -> list[str]:
 
 
 CASES: list[tuple[str, str, Any, int, str]] = [
-    ("history must start with system", "/api/chat",
-     {"ask": "hi", "conversation_history": [{"role": "user", "content": "x"}]}, 400, "conversation_history"),
+    (
+        "history must start with system",
+        "/api/chat",
+        {"ask": "hi", "conversation_history": [{"role": "user", "content": "x"}]},
+        400,
+        "conversation_history",
+    ),
     ("empty history", "/api/chat", {"ask": "hi", "conversation_history": []}, 400, "conversation_history"),
-    ("message without a role", "/api/chat",
-     {"ask": "hi", "conversation_history": [SYSTEM, {"content": "x"}]}, 400, "conversation_history[1].role"),
+    (
+        "message without a role",
+        "/api/chat",
+        {"ask": "hi", "conversation_history": [SYSTEM, {"content": "x"}]},
+        400,
+        "conversation_history[1].role",
+    ),
     ("missing ask", "/api/chat", {"conversation_history": [SYSTEM]}, 422, "ask"),
-    ("pause tools need a stream", "/api/chat",
-     {"ask": "hi", "frontend_tools": [{"name": "chart", "description": "d"}]}, 400, "frontend_tools"),
-    ("response_format needs a schema", "/api/chat",
-     {"ask": "hi", "response_format": {"type": "json_schema"}}, 400, "response_format.json_schema.schema"),
-    ("response_format type", "/api/chat",
-     {"ask": "hi", "response_format": {"type": "xml"}}, 400, "response_format.type"),
-    ("images too large to keep", "/api/chat",
-     {"ask": "hi", "images": ["data:image/png;base64," + "A" * 4096]}, 400, "images[0]"),
-    ("decisions for an unknown conversation", "/api/chat",
-     {"conversation_id": "no-such-chat", "tool_decisions": [{"tool_call_id": "x", "approved": True}]},
-     404, "conversation_id"),
-    ("decisions nobody waits for", "/api/chat",
-     {"conversation_history": [SYSTEM], "tool_decisions": [{"tool_call_id": "x", "approved": True}]},
-     400, "conversation_history"),
+    (
+        "pause tools need a stream",
+        "/api/chat",
+        {"ask": "hi", "frontend_tools": [{"name": "chart", "description": "d"}]},
+        400,
+        "frontend_tools",
+    ),
+    (
+        "response_format needs a schema",
+        "/api/chat",
+        {"ask": "hi", "response_format": {"type": "json_schema"}},
+        400,
+        "response_format.json_schema.schema",
+    ),
+    (
+        "response_format type",
+        "/api/chat",
+        {"ask": "hi", "response_format": {"type": "xml"}},
+        400,
+        "response_format.type",
+    ),
+    (
+        "images too large to keep",
+        "/api/chat",
+        {"ask": "hi", "images": ["data:image/png;base64," + "A" * 4096]},
+        400,
+        "images[0]",
+    ),
+    (
+        "decisions for an unknown conversation",
+        "/api/chat",
+        {"conversation_id": "no-such-chat", "tool_decisions": [{"tool_call_id": "x", "approved": True}]},
+        404,
+        "conversation_id",
+    ),
+    (
+        "decisions nobody waits for",
+        "/api/chat",
+        {"conversation_history": [SYSTEM], "tool_decisions": [{"tool_call_id": "x", "approved": True}]},
+        400,
+        "conversation_history",
+    ),
 ]
 
 
@@ -63,20 +101,25 @@ def test_semantic_mistakes_name_the_field(api: Any, path: str, body: Any, status
 def test_an_unknown_model_lists_the_valid_names(api: Any, scenario_name: str) -> None:
     for path, body in (
         ("/api/chat", {"ask": "hi", "model": "gpt-nope"}),
-        ("/api/investigate", {"source": "s", "title": "t", "description": "d", "subject": {}, "context": {},
-                              "model": "gpt-nope"}),
+        (
+            "/api/investigate",
+            {"source": "s", "title": "t", "description": "d", "subject": {}, "context": {}, "model": "gpt-nope"},
+        ),
     ):
         body = refused(httpx.post(f"{api.base}{path}", json=body), 400, "model")
         assert "gpt-nope" in body["detail"] and scenario_name in body["detail"] and "other-model" in body["detail"]
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"ask": "x" * 16385}, "ask"),
-    ({"ask": "hi", "stream": [1]}, "stream"),
-    ({"ask": "hi", "conversation_history": ["not a message"]}, "0"),
-    ({"ask": "hi", "tool_decisions": [{"tool_call_id": "x"}]}, "approved"),
-    ({"ask": "hi", "images": [{"detail": "high"}]}, "url"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"ask": "x" * 16385}, "ask"),
+        ({"ask": "hi", "stream": [1]}, "stream"),
+        ({"ask": "hi", "conversation_history": ["not a message"]}, "0"),
+        ({"ask": "hi", "tool_decisions": [{"tool_call_id": "x"}]}, "approved"),
+        ({"ask": "hi", "images": [{"detail": "high"}]}, "url"),
+    ],
+)
 def test_schema_mistakes_are_422_with_the_field(api: Any, body: Any, field: str) -> None:
     response = httpx.post(f"{api.base}/api/chat", json=body)
     assert response.status_code == 422, response.text
@@ -95,29 +138,44 @@ def test_bodies_that_are_not_a_json_object(api: Any, raw: bytes) -> None:
     assert response.status_code == 422, response.text
 
 
-@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain",
-                                          "text/plain;charset=UTF-8", "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "multipart/form-data; boundary=x",
+    ],
+)
 def test_without_authentication_bodies_must_say_they_are_json(api: Any, content_type: str | None) -> None:
     """Authentication is off here (as under `make run`): a web page's cross-site POST (a form
     or text/plain, which needs no preflight) must not start a run (issue 29)."""
     headers = {} if content_type is None else {"Content-Type": content_type}
     response = httpx.post(f"{api.base}/api/chat", content=b'{"ask": "hi", "model": "gpt-nope"}', headers=headers)
     refused(response, 415, "Content-Type")
-    json_ok = httpx.post(f"{api.base}/api/chat", content=b'{"ask": "hi", "model": "gpt-nope"}',
-                         headers={"Content-Type": "application/json; charset=utf-8"})
+    json_ok = httpx.post(
+        f"{api.base}/api/chat",
+        content=b'{"ask": "hi", "model": "gpt-nope"}',
+        headers={"Content-Type": "application/json; charset=utf-8"},
+    )
     refused(json_ok, 400, "model")  # read as JSON: the model name was read
 
 
-@pytest.mark.parametrize(("headers", "field"), [
-    ({"Host": "attacker.example"}, "Host"),  # DNS rebinding: the page's own name, resolved to 127.0.0.1
-    ({"Host": "127.0.0.1.nip.io:8080"}, "Host"),
-    ({"Host": "localhost.attacker.example"}, "Host"),
-    ({"Origin": "https://attacker.example"}, "Origin"),
-    ({"Origin": "null"}, "Origin"),
-    ({"Origin": "http://localhost.attacker.example"}, "Origin"),
-])
+@pytest.mark.parametrize(
+    ("headers", "field"),
+    [
+        ({"Host": "attacker.example"}, "Host"),  # DNS rebinding: the page's own name, resolved to 127.0.0.1
+        ({"Host": "127.0.0.1.nip.io:8080"}, "Host"),
+        ({"Host": "localhost.attacker.example"}, "Host"),
+        ({"Origin": "https://attacker.example"}, "Origin"),
+        ({"Origin": "null"}, "Origin"),
+        ({"Origin": "http://localhost.attacker.example"}, "Origin"),
+    ],
+)
 def test_without_authentication_only_local_pages_and_names_are_answered(
-        api: Any, headers: dict[str, str], field: str) -> None:
+    api: Any, headers: dict[str, str], field: str
+) -> None:
     for method, path in (("POST", "/api/chat"), ("GET", "/api/model"), ("GET", "/v1/contexts/x")):
         response = httpx.request(method, f"{api.base}{path}", json={"ask": "hi"}, headers=headers)
         refused(response, 403, field)
@@ -132,13 +190,16 @@ def test_bodies_over_the_size_limit(api: Any) -> None:
         for _ in range(70):
             yield b"x" * 1024
 
-    refused(httpx.post(f"{api.base}/api/chat", content=chunks(), headers={"Content-Type": "application/json"}), 413, "body")
+    refused(
+        httpx.post(f"{api.base}/api/chat", content=chunks(), headers={"Content-Type": "application/json"}), 413, "body"
+    )
 
 
 def test_a_last_event_id_the_server_never_issued(api: Any) -> None:
     for last in ("garbage", "conv/no-such-chat/3"):
-        response = httpx.post(f"{api.base}/api/chat", json={"ask": "hi", "stream": True},
-                              headers={"Last-Event-ID": last})
+        response = httpx.post(
+            f"{api.base}/api/chat", json={"ask": "hi", "stream": True}, headers={"Last-Event-ID": last}
+        )
         assert response.status_code in (400, 404), response.text
         assert "Last-Event-ID" in response.json()["detail"]
     assert conversations(api.api_client, api.namespace) == []
@@ -146,17 +207,36 @@ def test_a_last_event_id_the_server_never_issued(api: Any) -> None:
 
 def test_openapi_documents_every_endpoint(api: Any) -> None:
     spec = httpx.get(f"{api.base}/openapi.json").json()
-    for path in ("/api/chat", "/api/model", "/api/investigate", "/api/stream/investigate", "/api/issue_chat",
-                 "/api/workload_health_check", "/api/workload_health_chat", "/api/stream/chat",
-                 "/api/stream/issue_chat"):
+    for path in (
+        "/api/chat",
+        "/api/model",
+        "/api/investigate",
+        "/api/stream/investigate",
+        "/api/issue_chat",
+        "/api/workload_health_check",
+        "/api/workload_health_chat",
+        "/api/stream/chat",
+        "/api/stream/issue_chat",
+    ):
         assert path in spec["paths"], path
     chat = spec["paths"]["/api/chat"]["post"]
     schema = chat["requestBody"]["content"]["application/json"]["schema"]
     assert schema["$ref"].endswith("/ChatRequest")
     fields = spec["components"]["schemas"]["ChatRequest"]["properties"]
-    assert {"ask", "conversation_history", "model", "response_format", "images", "stream", "enable_tool_approval",
-            "tool_decisions", "frontend_tools", "frontend_tool_results", "additional_system_prompt",
-            "behavior_controls"} <= set(fields)
+    assert {
+        "ask",
+        "conversation_history",
+        "model",
+        "response_format",
+        "images",
+        "stream",
+        "enable_tool_approval",
+        "tool_decisions",
+        "frontend_tools",
+        "frontend_tool_results",
+        "additional_system_prompt",
+        "behavior_controls",
+    } <= set(fields)
 
 
 def test_a_json_request_gives_up_waiting_with_a_504_naming_the_run(stack: Any, scenario_name: str) -> None:

@@ -21,7 +21,9 @@ def probe(call_id: str, namespace: str, tag: str, seconds: float = 0) -> ToolCal
     return ToolCall(id=call_id, name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": seconds})
 
 
-def sse_events(client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[Any]:
+def sse_events(
+    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[Any]:
     with connect_sse(client, "POST", path, json=body, headers=headers or {}) as source:
         assert source.response.status_code == 200, source.response.read()
         assert source.response.headers["content-type"].startswith("text/event-stream")
@@ -39,17 +41,26 @@ def test_a_chat_becomes_a_conversation_and_a_follow_up_continues_it(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe("p-1", namespace, fact)]),
-        Step(content="The probe ran."),
-        Step(content="Earlier the probe said: {{ tool_output('slow_probe') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe("p-1", namespace, fact)]),
+                Step(content="The probe ran."),
+                Step(content="Earlier the probe said: {{ tool_output('slow_probe') }}"),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
-        first = http.post("/api/chat", json={
-            "ask": "Probe the thing.", "model": scenario_name,
-            "conversation_history": [{"role": "system", "content": "You are a helpful assistant."}],
-        })
+        first = http.post(
+            "/api/chat",
+            json={
+                "ask": "Probe the thing.",
+                "model": scenario_name,
+                "conversation_history": [{"role": "system", "content": "You are a helpful assistant."}],
+            },
+        )
         assert first.status_code == 200, first.text
         body = first.json()
         assert body["analysis"] == "The probe ran."
@@ -91,17 +102,27 @@ def test_the_stream_in_holmes_wire_format_and_a_reconnect_to_another_replica(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="Let me look.", tool_calls=[probe("p-1", namespace, fact)]),
-        Step(content="All good."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="Let me look.", tool_calls=[probe("p-1", namespace, fact)]),
+                Step(content="All good."),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         events = sse_events(http, "/api/chat", {"ask": "Check it.", "stream": True})
     names = [e.event for e in events]
     assert names == [
-        "ai_message", "start_tool_calling", "tool_calling_result", "token_count",
-        "ai_message", "token_count", "ai_answer_end",
+        "ai_message",
+        "start_tool_calling",
+        "tool_calling_result",
+        "token_count",
+        "ai_message",
+        "token_count",
+        "ai_answer_end",
     ]
     payloads = [json.loads(e.data) for e in events]
     assert payloads[0]["content"] == "Let me look."
@@ -110,31 +131,39 @@ def test_the_stream_in_holmes_wire_format_and_a_reconnect_to_another_replica(
     assert result["tool_call_id"] == "p-1" and result["role"] == "tool" and result["name"] == "slow_probe"
     assert result["description"] == f"slow probe {fact}"
     assert result["result"] == {
-        "status": "success", "data": f"probe {fact}: all good", "error": None,
+        "status": "success",
+        "data": f"probe {fact}: all good",
+        "error": None,
         "params": {"namespace": namespace, "tag": fact, "seconds": 0},
     }
     assert payloads[3]["metadata"]["usage"]["total_tokens"] > 0
     end = payloads[-1]
     assert end["analysis"] == "All good." and end["follow_up_actions"] == []
     assert end["conversation_history"][-1] == {"role": "assistant", "content": "All good."}
-    assert end["metadata"]["usage"]["total_tokens"] == sum(p["metadata"]["usage"]["total_tokens"] for p in (payloads[3], payloads[5]))
+    assert end["metadata"]["usage"]["total_tokens"] == sum(
+        p["metadata"]["usage"]["total_tokens"] for p in (payloads[3], payloads[5])
+    )
     ids = [e.id for e in events]
     conv = end["conversation_id"]
     assert all(i.startswith(f"conv/{conv}/") for i in ids) and len(set(ids)) == len(ids)
 
     # Another replica (a second API process state: its own watch, no shared memory) continues
     # the stream from any event: exactly the rest, same ids, same payloads.
-    with cluster.api_client() as other_client, serve(
-        create_app(other_client, namespace=namespace, models=model_list(model_server, scenario_name))
-    ) as other:
+    with (
+        cluster.api_client() as other_client,
+        serve(create_app(other_client, namespace=namespace, models=model_list(model_server, scenario_name))) as other,
+    ):
         with httpx.Client(base_url=other, timeout=60) as http:
             for cut in (0, 1, 3):
-                rest = sse_events(http, "/api/chat", {"ask": "Check it.", "stream": True},
-                                  headers={"Last-Event-ID": ids[cut]})
-                assert [(e.event, e.id, e.data) for e in rest] == [(e.event, e.id, e.data) for e in events[cut + 1:]]
+                rest = sse_events(
+                    http, "/api/chat", {"ask": "Check it.", "stream": True}, headers={"Last-Event-ID": ids[cut]}
+                )
+                assert [(e.event, e.id, e.data) for e in rest] == [(e.event, e.id, e.data) for e in events[cut + 1 :]]
             # After the last event there is nothing more: the stream ends at once.
-            assert sse_events(http, "/api/chat", {"ask": "Check it.", "stream": True},
-                              headers={"Last-Event-ID": ids[-1]}) == []
+            assert (
+                sse_events(http, "/api/chat", {"ask": "Check it.", "stream": True}, headers={"Last-Event-ID": ids[-1]})
+                == []
+            )
     # The reconnects asked nothing new.
     (obj,) = conversations(api_client, namespace)
     assert len(obj["spec"]["turns"]) == 1
@@ -159,10 +188,15 @@ def test_a_client_that_disconnects_does_not_cancel_the_run(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="Looking.", tool_calls=[probe("p-1", namespace, fact)]),
-        Step(content="Finished without you.", latency_ms=1000),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="Looking.", tool_calls=[probe("p-1", namespace, fact)]),
+                Step(content="Finished without you.", latency_ms=1000),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http, connect_sse(http, "POST", "/api/chat", json={"ask": "Go.", "stream": True}) as source:
         first = next(source.iter_sse())
@@ -179,14 +213,22 @@ def test_behavior_controls_and_additional_system_prompt_shape_the_prompts(
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="One."), Step(content="Two.")]))
     s = stack(scenario_name)
     with s.client() as http:
-        first = http.post("/api/chat", json={
-            "ask": "Hi", "behavior_controls": {"intro": False, "style_guide": False},
-            "additional_system_prompt": "Always answer in haiku.",
-        }).json()
-        second = http.post("/api/chat", json={
-            "ask": "Again", "conversation_history": first["conversation_history"],
-            "behavior_controls": {"todowrite_reminder": False},
-        })
+        first = http.post(
+            "/api/chat",
+            json={
+                "ask": "Hi",
+                "behavior_controls": {"intro": False, "style_guide": False},
+                "additional_system_prompt": "Always answer in haiku.",
+            },
+        ).json()
+        second = http.post(
+            "/api/chat",
+            json={
+                "ask": "Again",
+                "conversation_history": first["conversation_history"],
+                "behavior_controls": {"todowrite_reminder": False},
+            },
+        )
         assert second.status_code == 200, second.text
     system = model_server.requests(scenario_name)[0]["messages"][0]["content"]
     assert "Always answer in haiku." in system
@@ -199,13 +241,29 @@ def test_behavior_controls_and_additional_system_prompt_shape_the_prompts(
 def test_response_format_makes_the_analysis_a_json_string_of_the_schema(
     stack: Any, model_server: Any, scenario_name: str
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="# is_healthy\ntrue\n# summary\nAll nodes are ready."), Step(content="Plain again."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="# is_healthy\ntrue\n# summary\nAll nodes are ready."),
+                Step(content="Plain again."),
+            ],
+        )
+    )
     s = stack(scenario_name)
-    schema = {"type": "json_schema", "json_schema": {"name": "ClusterHealthResult", "strict": True, "schema": {
-        "type": "object", "properties": {"is_healthy": {"type": "string"}, "summary": {"type": "string"}},
-        "required": ["is_healthy", "summary"], "additionalProperties": False}}}
+    schema = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "ClusterHealthResult",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"is_healthy": {"type": "string"}, "summary": {"type": "string"}},
+                "required": ["is_healthy", "summary"],
+                "additionalProperties": False,
+            },
+        },
+    }
     with s.client() as http:
         body = http.post("/api/chat", json={"ask": "Is the cluster healthy?", "response_format": schema}).json()
         assert json.loads(body["analysis"]) == {"is_healthy": "true", "summary": "All nodes are ready."}
@@ -221,10 +279,15 @@ def test_a_reconnect_while_the_run_goes_on_gets_exactly_the_rest_live(
     stack: Any, model_server: Any, scenario_name: str, namespace: str
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="Let me look.", tool_calls=[probe("p-1", namespace, fact)]),
-        Step(content="Found it.", latency_ms=2000),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="Let me look.", tool_calls=[probe("p-1", namespace, fact)]),
+                Step(content="Found it.", latency_ms=2000),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         with connect_sse(http, "POST", "/api/chat", json={"ask": "Look.", "stream": True}) as source:
@@ -239,8 +302,9 @@ def test_a_reconnect_while_the_run_goes_on_gets_exactly_the_rest_live(
         assert json.loads(rest[-1].data)["analysis"] == "Found it."
         # The whole stream, replayed from before its first event, is the two parts joined.
         turn_start = int(seen[0].id.split("/")[2].split(".")[0]) - 1
-        whole = sse_events(http, "/api/chat", {"ask": "Look.", "stream": True},
-                           headers={"Last-Event-ID": f"conv/{name}/{turn_start}"})
+        whole = sse_events(
+            http, "/api/chat", {"ask": "Look.", "stream": True}, headers={"Last-Event-ID": f"conv/{name}/{turn_start}"}
+        )
     assert [(e.event, e.id, e.data) for e in whole] == [(e.event, e.id, e.data) for e in seen + rest]
 
 
@@ -253,7 +317,8 @@ def test_a_stream_whose_conversation_is_deleted_ends_with_an_error(
     with s.client() as http, connect_sse(http, "POST", "/api/chat", json={"ask": "Hello?", "stream": True}) as source:
         (conv,) = conversations(api_client, namespace)
         k8s.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-            "lestrade.dev", "v1alpha1", namespace, "conversations", conv["metadata"]["name"])
+            "lestrade.dev", "v1alpha1", namespace, "conversations", conv["metadata"]["name"]
+        )
         events = list(source.iter_sse())
     assert [e.event for e in events] == ["error"]
     error = json.loads(events[0].data)
@@ -264,13 +329,22 @@ def test_images_go_to_the_model_as_content_parts(stack: Any, model_server: Any, 
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="A cat.")]))
     s = stack(scenario_name)
     with s.client() as http:
-        response = http.post("/api/chat", json={"ask": "What is in these images?", "images": [
-            "https://example.com/before.png", {"url": "https://example.com/after.png", "detail": "high"},
-        ]})
+        response = http.post(
+            "/api/chat",
+            json={
+                "ask": "What is in these images?",
+                "images": [
+                    "https://example.com/before.png",
+                    {"url": "https://example.com/after.png", "detail": "high"},
+                ],
+            },
+        )
     assert response.status_code == 200, response.text
     (request,) = model_server.requests(scenario_name)
     content = request["messages"][-1]["content"]
     assert content[0]["type"] == "text" and "What is in these images?" in content[0]["text"]
     assert [p["image_url"] for p in content[1:]] == [
-        {"url": "https://example.com/before.png"}, {"url": "https://example.com/after.png", "detail": "high"}]
+        {"url": "https://example.com/before.png"},
+        {"url": "https://example.com/after.png", "detail": "high"},
+    ]
     assert response.json()["analysis"] == "A cat."

@@ -27,7 +27,12 @@ def fix(namespace: str, tag: str) -> ToolCall:
 
 
 def test_info_says_version_auth_models_and_toolsets_and_nothing_without_credentials(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="ok")]))
     grant(api_client, namespace, "reader", [("investigations", ["create"]), ("conversations", ["get"])])
@@ -43,17 +48,24 @@ def test_info_says_version_auth_models_and_toolsets_and_nothing_without_credenti
     assert info["server"] == "lestrade" and info["version"]
     assert info["auth"] == {"enabled": True, "methods": ["bearer", "api_key"]}
     assert [m["name"] for m in info["models"]] == models and info["default_model"] == scenario_name
-    assert "api_base" not in json.dumps(info) and "api_key\"" not in json.dumps(info["models"])
+    assert "api_base" not in json.dumps(info) and 'api_key"' not in json.dumps(info["models"])
     toolsets = {t["name"]: t for t in info["toolsets"]}
     assert toolsets["kubernetes"] == {"name": "kubernetes", "enabled": True, "status": "healthy"}
     assert toolsets["prometheus"]["status"] == "disabled"
 
 
 def test_a_resume_only_turn_and_a_second_api_process_decide_the_stored_call(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(tool_calls=[fix(namespace, tag)]), Step(content="Fixed.")]))
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(tool_calls=[fix(namespace, tag)]), Step(content="Fixed.")])
+    )
     s = stack(scenario_name)
     with s.client() as http:
         paused = http.post("/api/chat", json={"ask": "Fix it.", "enable_tool_approval": True}).json()
@@ -62,13 +74,19 @@ def test_a_resume_only_turn_and_a_second_api_process_decide_the_stored_call(
     # approval is bound to the call stored in the cluster, so it survives an API restart.
     with ExitStack() as later:
         client = later.enter_context(cluster.api_client())
-        base = later.enter_context(serve(create_app(client, namespace=s.namespace, models=model_list(model_server, scenario_name))))
+        base = later.enter_context(
+            serve(create_app(client, namespace=s.namespace, models=model_list(model_server, scenario_name)))
+        )
         wait_ready(base)
         with httpx.Client(base_url=base, timeout=90) as http:
-            resumed = http.post("/api/chat", json={
-                "ask": "", "conversation_id": paused["conversation_id"],
-                "tool_decisions": [{"tool_call_id": "fix-1", "approved": True}],
-            })
+            resumed = http.post(
+                "/api/chat",
+                json={
+                    "ask": "",
+                    "conversation_id": paused["conversation_id"],
+                    "tool_decisions": [{"tool_call_id": "fix-1", "approved": True}],
+                },
+            )
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["analysis"] == "Fixed."
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
@@ -84,12 +102,22 @@ def test_a_resume_only_turn_and_a_second_api_process_decide_the_stored_call(
 
 
 def test_request_fields_are_recorded_and_shown_and_every_answer_has_a_request_id(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="One."), Step(content="Two.")]))
     s = stack(scenario_name)
-    fields = {"user_id": "u-17", "user_email": "ana@example.com", "request_source": "slack",
-              "source_ref": "https://example.slack.com/archives/C1/p2", "meta": {"team": "shop", "n": 1}}
+    fields = {
+        "user_id": "u-17",
+        "user_email": "ana@example.com",
+        "request_source": "slack",
+        "source_ref": "https://example.slack.com/archives/C1/p2",
+        "meta": {"team": "shop", "n": 1},
+    }
     client_id = f"client-{scenario_name}"
     with s.client() as http:
         first = http.post("/api/chat", json={"ask": "First?", "conversation_id": client_id, **fields})
@@ -110,14 +138,28 @@ def test_request_fields_are_recorded_and_shown_and_every_answer_has_a_request_id
     assert annotations["lestrade.dev/user-email"] == "ana@example.com"
     assert json.loads(annotations["lestrade.dev/meta"]) == {"team": "shop", "n": 1}
     assert len(conv["spec"]["turns"]) == 2
-    proc = subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", "get", "conv", name,
-                           "-n", namespace, "-o", "wide"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            str(binary_path("kubectl")),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "get",
+            "conv",
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "wide",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     header, row = proc.stdout.splitlines()[:2]
     start = {name: header.index(f"{name} ") for name in ("SOURCE", "USER", "MESSAGE")}  # kubectl aligns columns
 
     def column(name: str, until: str) -> str:
-        return row[start[name]:start[until]].strip()
+        return row[start[name] : start[until]].strip()
 
     assert (column("SOURCE", "USER"), column("USER", "MESSAGE")) == ("slack", "u-17"), proc.stdout
     # the console shows them on the run's page
@@ -128,7 +170,9 @@ def test_request_fields_are_recorded_and_shown_and_every_answer_has_a_request_id
 
 
 def test_a_rate_limited_answer_is_a_429(stack: Any, model_server: Any, scenario_name: str) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="never", fault=Fault(kind="rate_limit", retry_after=0))]))
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(content="never", fault=Fault(kind="rate_limit", retry_after=0))])
+    )
     s = stack(scenario_name)
     with s.client() as http:
         limited = http.post("/api/chat", json={"ask": "hi"})

@@ -11,11 +11,22 @@ from opkit import get_inv, phase_is, wait_inv
 from lestrade.modelserver import Scenario, Step, ToolCall
 
 
-def test_pages_data_and_bad_input(stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})]),
-        Step(content="done"),
-    ]))
+def test_pages_data_and_bad_input(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
+) -> None:
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})
+                    ]
+                ),
+                Step(content="done"),
+            ],
+        )
+    )
     s = stack(scenario_name, auth=True, operator=False)
     with s.client() as http:
         page = http.get("/")
@@ -38,8 +49,10 @@ def test_pages_data_and_bad_input(stack: Any, model_server: Any, scenario_name: 
         assert bad_ns.status_code == 422 and bad_ns.json()["detail"][0]["loc"] == ["body", "namespace"]
         assert http.get(f"/api/console/runs/pods/{namespace}/{name}").json()["field"] == "kind"
         assert http.get(f"/api/console/runs/investigations/{namespace}/Bad_Name").json()["field"] == "name"
-        missing = http.post(f"/api/console/runs/investigations/{namespace}/{name}/decisions",
-                            json={"decisions": [{"id": "fix-9", "approved": True}]})
+        missing = http.post(
+            f"/api/console/runs/investigations/{namespace}/{name}/decisions",
+            json={"decisions": [{"id": "fix-9", "approved": True}]},
+        )
         assert missing.status_code == 400 and missing.json()["field"] == "decisions"
         # issue 29: the error names the caller's wrong id, never the waiting ones (maybe another user's)
         assert "fix-9" in missing.json()["detail"] and "fix-1" not in missing.json()["detail"]
@@ -48,8 +61,10 @@ def test_pages_data_and_bad_input(stack: Any, model_server: Any, scenario_name: 
         detail = http.get(f"/api/console/runs/investigations/{namespace}/{name}").json()
         assert detail["mayDecide"] is True
         assert [i["kind"] for i in detail["timeline"]][:2] == ["user", "tool_call"]
-        decided = http.post(f"/api/console/runs/investigations/{namespace}/{name}/decisions",
-                            json={"decisions": [{"id": "fix-1", "approved": True}]})
+        decided = http.post(
+            f"/api/console/runs/investigations/{namespace}/{name}/decisions",
+            json={"decisions": [{"id": "fix-1", "approved": True}]},
+        )
         assert decided.status_code == 200, decided.text
     digest = paused["status"]["pendingApprovals"][0]["digest"]
     assert get_inv(api_client, namespace, name)["spec"]["decisions"] == {"fix-1": {"approved": True, "digest": digest}}

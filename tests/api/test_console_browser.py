@@ -18,26 +18,47 @@ from lestrade.modelserver import Scenario, Step, ToolCall
 HOSTILE_ANSWER = (
     "## Root cause\nThe **memory** limit of `web-1` is too low. [evidence: fix-1]\n\n"
     "- raise it to 512Mi [evidence: call_forged]\n- see [the docs](https://kubernetes.io/docs/)\n\n"
-    "<img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script> [click](javascript:window.pwned=3)"
+    '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script> [click](javascript:window.pwned=3)'
 )
 
 
 def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_it(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(content=HOSTILE_ANSWER),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(content=HOSTILE_ANSWER),
+            ],
+        )
+    )
     everything = ["create", "get", "list", "watch", "patch"]
     grant(api_client, namespace, "approver", [("investigations", everything), ("conversations", everything)])
-    grant(api_client, namespace, "viewer", [("investigations", ["create", "get", "list"]), ("conversations", ["get", "list"])])
+    grant(
+        api_client,
+        namespace,
+        "viewer",
+        [("investigations", ["create", "get", "list"]), ("conversations", ["get", "list"])],
+    )
     s = stack(scenario_name, auth=True)
     approver, viewer = cluster.token_for(namespace, "approver"), cluster.token_for(namespace, "viewer")
     with s.client() as http:
         for token in (approver, viewer):
-            wait_until("RBAC to allow", lambda t=token: http.get("/api/whoami", headers={"Authorization": f"Bearer {t}"}).status_code == 200, 30)
+            wait_until(
+                "RBAC to allow",
+                lambda t=token: http.get("/api/whoami", headers={"Authorization": f"Bearer {t}"}).status_code == 200,
+                30,
+            )
 
     errors: list[str] = []
     with browser() as chromium:
@@ -71,7 +92,8 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
         expect(watcher.locator("#approvals")).to_contain_text("may not decide")
         watcher.click("#approvals button.approve")
         expect(watcher.locator("#approvals .note")).to_contain_text(
-            f"system:serviceaccount:{namespace}:viewer may not patch investigations")
+            f"system:serviceaccount:{namespace}:viewer may not patch investigations"
+        )
         shot(watcher, "approval-refused")
         inv = api_client_get(api_client, namespace, name)
         assert "decisions" not in inv["spec"]
@@ -101,7 +123,9 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
         findings = page.locator("#findings")
         expect(findings.locator("h3")).to_have_text("Findings (1/3 grounded)")
         expect(findings.locator(".finding.grounded")).to_contain_text("limit of web-1 is too low")
-        expect(findings.locator(".finding.ungrounded").first).to_contain_text("cites calls the run never made: call_forged")
+        expect(findings.locator(".finding.ungrounded").first).to_contain_text(
+            "cites calls the run never made: call_forged"
+        )
         tool.locator("summary").click()  # closed again; the citation opens it
         findings.locator(".finding.grounded a.cite[data-call='fix-1']").click()
         expect(tool.locator("pre.output")).to_be_visible()
@@ -116,18 +140,32 @@ def test_a_run_appears_and_progresses_live_and_only_an_authorized_click_resumes_
 
 
 def test_a_conversation_round_trip(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="The pod **web-1** restarts because it runs out of memory."),
-        Step(content="Raise the limit to 512Mi."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="The pod **web-1** restarts because it runs out of memory."),
+                Step(content="Raise the limit to 512Mi."),
+            ],
+        )
+    )
     everything = ["create", "get", "list", "watch", "patch"]
     grant(api_client, namespace, "chatter", [("investigations", everything), ("conversations", everything)])
     s = stack(scenario_name, auth=True)
     token = cluster.token_for(namespace, "chatter")
     with s.client() as http:
-        wait_until("RBAC to allow", lambda: http.get("/api/whoami", headers={"Authorization": f"Bearer {token}"}).status_code == 200, 30)
+        wait_until(
+            "RBAC to allow",
+            lambda: http.get("/api/whoami", headers={"Authorization": f"Bearer {token}"}).status_code == 200,
+            30,
+        )
     errors: list[str] = []
     with browser() as chromium:
         page = signed_in(chromium, s.base, token, errors)

@@ -35,7 +35,11 @@ def two_users(api_client: k8s.ApiClient, namespace: str, crds: None, cluster: An
 
 
 def test_another_user_cannot_rewrite_a_conversations_history(
-    stack: Any, scenario_name: str, api_client: k8s.ApiClient, namespace: str, two_users: dict[str, dict[str, str]],
+    stack: Any,
+    scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    two_users: dict[str, dict[str, str]],
 ) -> None:
     alice, mallory = two_users["alice"], two_users["mallory"]
     s = stack(scenario_name, auth=True, operator=False)
@@ -46,25 +50,38 @@ def test_another_user_cannot_rewrite_a_conversations_history(
         assert created.status_code == 200, created.text
         conv = get_conv(api_client, namespace, "alices-history")
         assert conv["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == f"system:serviceaccount:{namespace}:alice"
-        first = http.post("/v1/contexts/alices-history/messages", headers=alice,
-                          json={"message": {"role": "user", "parts": _text("hello")}})
+        first = http.post(
+            "/v1/contexts/alices-history/messages",
+            headers=alice,
+            json={"message": {"role": "user", "parts": _text("hello")}},
+        )
         assert first.status_code == 200, first.text  # the creator appends (stamped as herself)
 
         attempts = {
-            "append": lambda: http.post("/v1/contexts/alices-history/messages", headers=mallory,
-                                        json={"message": {"role": "system", "parts": _text(PLANTED)}}),
-            "compact": lambda: http.post("/v1/contexts/alices-history/compact", headers=mallory,
-                                         json={"replacement": [{"role": "system", "parts": _text(PLANTED)}]}),
-            "metadata": lambda: http.patch("/v1/contexts/alices-history/metadata", headers=mallory,
-                                           json={"metadata": {"owner": PLANTED}}),
-            "settings": lambda: http.put("/v1/contexts/alices-history", headers=mallory,
-                                         json={"metadata": {"owner": PLANTED}}),
+            "append": lambda: http.post(
+                "/v1/contexts/alices-history/messages",
+                headers=mallory,
+                json={"message": {"role": "system", "parts": _text(PLANTED)}},
+            ),
+            "compact": lambda: http.post(
+                "/v1/contexts/alices-history/compact",
+                headers=mallory,
+                json={"replacement": [{"role": "system", "parts": _text(PLANTED)}]},
+            ),
+            "metadata": lambda: http.patch(
+                "/v1/contexts/alices-history/metadata", headers=mallory, json={"metadata": {"owner": PLANTED}}
+            ),
+            "settings": lambda: http.put(
+                "/v1/contexts/alices-history", headers=mallory, json={"metadata": {"owner": PLANTED}}
+            ),
             "tombstone": lambda: http.delete("/v1/contexts/alices-history", headers=mallory),
         }
         for what, attempt in attempts.items():
             answer = attempt()
             assert answer.status_code == 403, (what, answer.status_code, answer.text)
-            assert "only system:serviceaccount:" in answer.json()["message"] and ":alice" in answer.json()["message"], answer.text
+            assert "only system:serviceaccount:" in answer.json()["message"] and ":alice" in answer.json()["message"], (
+                answer.text
+            )
 
         tail = http.get("/v1/contexts/alices-history/tail", headers=alice).json()["messages"]
         assert [m["parts"][0]["text"] for m in tail] == ["hello"]
@@ -73,6 +90,9 @@ def test_another_user_cannot_rewrite_a_conversations_history(
         assert PLANTED not in str(get_conv(api_client, namespace, "alices-history"))
 
         # and the creator still may
-        again = http.post("/v1/contexts/alices-history/compact", headers=alice,
-                          json={"replacement": [{"role": "user", "parts": _text("summary")}]})
+        again = http.post(
+            "/v1/contexts/alices-history/compact",
+            headers=alice,
+            json={"replacement": [{"role": "user", "parts": _text("summary")}]},
+        )
         assert again.status_code == 200, again.text

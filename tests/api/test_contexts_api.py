@@ -22,13 +22,19 @@ def append(http: httpx.Client, cid: str, role: str, t: str, **extra: Any) -> htt
     return http.post(f"/v1/contexts/{cid}/messages", json=body)
 
 
-def test_a_context_is_created_read_updated_and_tombstoned(stack: Any, scenario_name: str, api_client: Any, namespace: str) -> None:
+def test_a_context_is_created_read_updated_and_tombstoned(
+    stack: Any, scenario_name: str, api_client: Any, namespace: str
+) -> None:
     s = stack(scenario_name, operator=False)
     with s.client() as http:
-        created = http.put("/v1/contexts/support-123", json={
-            "token_budget": 1000000, "policy": {"strategy": "last_n", "config": {"limit": 400}},
-            "metadata": {"project": "support"},
-        })
+        created = http.put(
+            "/v1/contexts/support-123",
+            json={
+                "token_budget": 1000000,
+                "policy": {"strategy": "last_n", "config": {"limit": 400}},
+                "metadata": {"project": "support"},
+            },
+        )
         assert created.status_code == 200, created.text
         body = created.json()
         assert body["id"] == "support-123" and body["token_budget"] == 1000000
@@ -62,11 +68,15 @@ def test_a_context_is_created_read_updated_and_tombstoned(stack: Any, scenario_n
         assert [m["parts"] for m in http.get("/v1/contexts/support-123/tail").json()["messages"]] == [text("hello")]
         assert http.put("/v1/contexts/support-123", json={}).json()["error"] == "context_tombstoned"
         assert http.patch("/v1/contexts/support-123/metadata", json={"metadata": {}}).status_code == 409
-        compact = http.post("/v1/contexts/support-123/compact", json={"replacement": [{"role": "user", "parts": text("x")}]})
+        compact = http.post(
+            "/v1/contexts/support-123/compact", json={"replacement": [{"role": "user", "parts": text("x")}]}
+        )
         assert compact.status_code == 409 and compact.json()["error"] == "context_tombstoned"
 
 
-def test_the_tombstone_is_final_for_kubectl_too(stack: Any, scenario_name: str, api_client: Any, namespace: str) -> None:
+def test_the_tombstone_is_final_for_kubectl_too(
+    stack: Any, scenario_name: str, api_client: Any, namespace: str
+) -> None:
     from kubernetes import client as k8s
 
     s = stack(scenario_name, operator=False)
@@ -76,7 +86,9 @@ def test_the_tombstone_is_final_for_kubectl_too(stack: Any, scenario_name: str, 
     custom = k8s.CustomObjectsApi(api_client)
     for patch in ({"spec": {"tombstoned": False}}, {"spec": {"turns": [{"ask": "more?"}]}}):
         try:
-            custom.patch_namespaced_custom_object("lestrade.dev", "v1alpha1", namespace, "conversations", "closed", patch)
+            custom.patch_namespaced_custom_object(
+                "lestrade.dev", "v1alpha1", namespace, "conversations", "closed", patch
+            )
         except k8s.ApiException as exc:
             assert exc.status == 422 and "tombstoned" in exc.body
         else:
@@ -87,15 +99,21 @@ def test_appends_number_messages_and_if_version_guards(stack: Any, scenario_name
     s = stack(scenario_name, operator=False)
     with s.client() as http:
         http.put("/v1/contexts/demo", json={})
-        first = http.post("/v1/contexts/demo/messages", json={
-            "message": {
-                "role": "assistant",
-                "parts": [{"type": "text", "text": "Checking now…"},
-                          {"type": "tool_call", "name": "lookup", "payload": {"sku": "A-19"}}],
-                "token_count": 128, "metadata": {"reasoning": "User asked for availability."},
+        first = http.post(
+            "/v1/contexts/demo/messages",
+            json={
+                "message": {
+                    "role": "assistant",
+                    "parts": [
+                        {"type": "text", "text": "Checking now…"},
+                        {"type": "tool_call", "name": "lookup", "payload": {"sku": "A-19"}},
+                    ],
+                    "token_count": 128,
+                    "metadata": {"reasoning": "User asked for availability."},
+                },
+                "if_version": 0,
             },
-            "if_version": 0,
-        })
+        )
         assert first.status_code == 200, first.text
         assert first.json() == {"seq": 1, "version": 1, "token_estimate": 128}
         second = append(http, "demo", "user", "and the other one?")
@@ -129,11 +147,26 @@ def test_errors_have_the_documented_shape(stack: Any, scenario_name: str) -> Non
             ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "fifo"}}, "policy.strategy"),
             ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "skip_parts", "config": {"limit": 3}}}, "skipKinds"),
             ("PUT", "/v1/contexts/demo", {"token_budget": 0}, "token_budget"),
-            ("PUT", "/v1/contexts/demo", {"policy": {"strategy": "skip_parts", "config": {"skip_kinds": [""]}}}, "skip_kinds"),
+            (
+                "PUT",
+                "/v1/contexts/demo",
+                {"policy": {"strategy": "skip_parts", "config": {"skip_kinds": [""]}}},
+                "skip_kinds",
+            ),
             ("POST", "/v1/contexts/demo/messages", {"message": {"role": "robot", "parts": text("x")}}, "message.role"),
             ("POST", "/v1/contexts/demo/messages", {"message": {"role": "user", "parts": []}}, "message.parts"),
-            ("POST", "/v1/contexts/demo/messages", {"message": {"role": "user", "parts": text("x")}, "if_version": -1}, "if_version"),
-            ("POST", "/v1/contexts/demo/messages", {"message": {"role": "user", "parts": [{"text": "no type"}]}}, "type"),
+            (
+                "POST",
+                "/v1/contexts/demo/messages",
+                {"message": {"role": "user", "parts": text("x")}, "if_version": -1},
+                "if_version",
+            ),
+            (
+                "POST",
+                "/v1/contexts/demo/messages",
+                {"message": {"role": "user", "parts": [{"text": "no type"}]}},
+                "type",
+            ),
             ("POST", "/v1/contexts/demo/compact", {"replacement": []}, "replacement"),
             ("PATCH", "/v1/contexts/demo/metadata", {"metadata": "x"}, "metadata"),
         ]
@@ -198,7 +231,9 @@ def test_compaction_replaces_the_window_and_keeps_the_log(stack: Any, scenario_n
         assert window["version"] == 4 and [m["seq"] for m in window["messages"]] == [1, 2, 3, 4]
         assert window["segments"] == [{"type": "live", "from_seq": 1, "to_seq": 4}]
         assert window["needs_compaction"] is False
-        stale = http.post("/v1/contexts/squash/compact", json={"replacement": [{"role": "user", "parts": text("s")}], "if_version": 3})
+        stale = http.post(
+            "/v1/contexts/squash/compact", json={"replacement": [{"role": "user", "parts": text("s")}], "if_version": 3}
+        )
         assert stale.status_code == 409 and stale.json()["error"] == "conflict"
         replacement = [
             {"role": "system", "parts": text("One-paragraph summary of prior context…")},
@@ -210,10 +245,13 @@ def test_compaction_replaces_the_window_and_keeps_the_log(stack: Any, scenario_n
         append(http, "squash", "user", "question 5")
         window = http.get("/v1/contexts/squash/context?if_version=6").json()
         assert window["version"] == 6
-        assert [(m["role"], m["parts"]) for m in window["messages"][:2]] == [(r["role"], r["parts"]) for r in replacement]
+        assert [(m["role"], m["parts"]) for m in window["messages"][:2]] == [
+            (r["role"], r["parts"]) for r in replacement
+        ]
         assert window["messages"][2]["seq"] == 5
         assert window["segments"] == [
-            {"type": "summary", "from_seq": 1, "to_seq": 4}, {"type": "live", "from_seq": 5, "to_seq": 5},
+            {"type": "summary", "from_seq": 1, "to_seq": 4},
+            {"type": "live", "from_seq": 5, "to_seq": 5},
         ]
         # The raw log is untouched.
         assert [m["seq"] for m in http.get("/v1/contexts/squash/tail").json()["messages"]] == [1, 2, 3, 4, 5]
@@ -230,19 +268,39 @@ def test_the_window_after_each_policy(stack: Any, scenario_name: str) -> None:
             ("skip", {"strategy": "skip_parts", "config": {"limit": 2, "skip_kinds": ["tool_result"]}}),
             ("manual", {"strategy": "manual"}),
         ):
-            assert http.put(f"/v1/contexts/{cid}", json={"token_budget": 500, "trigger_ratio": 0.5, "policy": policy}).status_code == 200
+            assert (
+                http.put(
+                    f"/v1/contexts/{cid}", json={"token_budget": 500, "trigger_ratio": 0.5, "policy": policy}
+                ).status_code
+                == 200
+            )
             append(http, cid, "system", "You answer briefly.")
             for i in range(3):
                 append(http, cid, "user", f"q{i} {word}")
-                http.post(f"/v1/contexts/{cid}/messages", json={"message": {"role": "assistant", "parts": [
-                    {"type": "tool_call", "id": f"c{i}", "name": "lookup", "payload": {"i": i}}]}})
-                http.post(f"/v1/contexts/{cid}/messages", json={"message": {"role": "tool", "parts": [
-                    {"type": "tool_result", "tool_call_id": f"c{i}", "output": word}]}})
+                http.post(
+                    f"/v1/contexts/{cid}/messages",
+                    json={
+                        "message": {
+                            "role": "assistant",
+                            "parts": [{"type": "tool_call", "id": f"c{i}", "name": "lookup", "payload": {"i": i}}],
+                        }
+                    },
+                )
+                http.post(
+                    f"/v1/contexts/{cid}/messages",
+                    json={
+                        "message": {
+                            "role": "tool",
+                            "parts": [{"type": "tool_result", "tool_call_id": f"c{i}", "output": word}],
+                        }
+                    },
+                )
         # last_n: system prompt, the latest ask, and the 3 newest messages.
         window = http.get("/v1/contexts/lastn/context").json()
         assert [m["seq"] for m in window["messages"]] == [1, 8, 9, 10]
         assert window["segments"] == [
-            {"type": "live", "from_seq": 1, "to_seq": 1}, {"type": "live", "from_seq": 8, "to_seq": 10},
+            {"type": "live", "from_seq": 1, "to_seq": 1},
+            {"type": "live", "from_seq": 8, "to_seq": 10},
         ]
         # The budget override: with room enough, nothing is dropped.
         roomy = http.get("/v1/contexts/lastn/context?budget_tokens=100000").json()
@@ -265,9 +323,15 @@ def test_turns_and_stored_messages_share_one_log(
 ) -> None:
     """A Conversation made with kubectl reads as a context; a message stored through /v1 is not
     answered; a turn asked afterwards lands in the same log, after it, with the next seq."""
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="First answer."), Step(content="Second answer."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="First answer."),
+                Step(content="Second answer."),
+            ],
+        )
+    )
     s = stack(scenario_name)
     create_conv(api_client, namespace, "kubectl-made", "What is up?", model=scenario_name)
     wait_conv(api_client, namespace, "kubectl-made", all_answered(1))
@@ -298,11 +362,18 @@ def test_a_turn_after_stored_messages_gets_the_system_prompt(
     """A context made through /v1 whose first turn comes later (kubectl): the operator still
     gives the model its system prompt, after the stored messages it also gives it."""
     fix = ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        # The scripted server plays step n for a request holding n assistant messages; the
-        # stored "Noted." is one.
-        Step(content="(not played)"), Step(content="Answered."), Step(tool_calls=[fix]),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                # The scripted server plays step n for a request holding n assistant messages; the
+                # stored "Noted." is one.
+                Step(content="(not played)"),
+                Step(content="Answered."),
+                Step(tool_calls=[fix]),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         assert http.put("/v1/contexts/later", json={}).status_code == 200
@@ -323,4 +394,9 @@ def test_a_turn_after_stored_messages_gets_the_system_prompt(
         wait_conv(api_client, namespace, "later", lambda o: (o.get("status") or {}).get("phase") == "AwaitingApproval")
         busy = append(http, "later", "user", "meanwhile")
         assert busy.status_code == 409 and busy.json()["error"] == "conflict" and "turn" in busy.json()["message"]
-        assert http.post("/v1/contexts/later/compact", json={"replacement": [{"role": "user", "parts": text("s")}]}).status_code == 409
+        assert (
+            http.post(
+                "/v1/contexts/later/compact", json={"replacement": [{"role": "user", "parts": text("s")}]}
+            ).status_code
+            == 409
+        )

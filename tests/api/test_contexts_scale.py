@@ -39,11 +39,16 @@ def two_apis(cluster: Any, crds: None, namespace: str, tmp_path: Path) -> Iterat
         for index in range(2):
             port = free_port()
             env = {
-                **os.environ, "KUBECONFIG": str(cluster.kubeconfig), "LESTRADE_API_AUTH": "false",
-                "LESTRADE_API_PORT": str(port), "LESTRADE_NAMESPACE": namespace,
+                **os.environ,
+                "KUBECONFIG": str(cluster.kubeconfig),
+                "LESTRADE_API_AUTH": "false",
+                "LESTRADE_API_PORT": str(port),
+                "LESTRADE_NAMESPACE": namespace,
             }
             log = open(tmp_path / f"api-{index}.log", "ab")  # noqa: SIM115 - closed below
-            procs.append(subprocess.Popen([sys.executable, "-m", "lestrade.api"], env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen([sys.executable, "-m", "lestrade.api"], env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
             log.close()
             bases.append(f"http://127.0.0.1:{port}")
         for base in bases:
@@ -92,9 +97,15 @@ def test_fifty_concurrent_appends_with_if_version(two_apis: list[str]) -> None:
         answers = list(pool.map(lambda i: _append(two_apis[i % 2], "guarded", f"race {i}", 0), range(50)))
     won = [r for r in answers if r.status_code == 200]
     lost = [r for r in answers if r.status_code != 200]
-    assert len(won) == 1 and won[0].json() == {"seq": 1, "version": 1, "token_estimate": won[0].json()["token_estimate"]}
+    assert len(won) == 1 and won[0].json() == {
+        "seq": 1,
+        "version": 1,
+        "token_estimate": won[0].json()["token_estimate"],
+    }
     assert all(r.status_code == 409 for r in lost)
-    assert all(r.json() == {"error": "conflict", "message": "Context version changed (expected 0, found 1)"} for r in lost)
+    assert all(
+        r.json() == {"error": "conflict", "message": "Context version changed (expected 0, found 1)"} for r in lost
+    )
     # The documented retry pattern: read the version, append with it, on 409 read again — 5
     # writers with 10 messages each (50 appends; 50 writers would cost 50² round trips).
     conflicts: list[dict[str, Any]] = []
@@ -118,10 +129,18 @@ def test_fifty_concurrent_appends_with_if_version(two_apis: list[str]) -> None:
     assert sorted(seqs) == list(range(2, 52))
     log = _log(b, "guarded")
     assert [m["seq"] for m in log] == list(range(1, 52))
-    assert sorted(m["parts"][0]["text"] for m in log[1:]) == sorted(f"retry {w}.{k}" for w in range(5) for k in range(10))
+    assert sorted(m["parts"][0]["text"] for m in log[1:]) == sorted(
+        f"retry {w}.{k}" for w in range(5) for k in range(10)
+    )
     for conflict in conflicts:  # every 409 names a version that really had moved on
         assert conflict["error"] == "conflict"
-        expected, found = (int(x) for x in conflict["message"].removeprefix("Context version changed (expected ").removesuffix(")").split(", found "))
+        expected, found = (
+            int(x)
+            for x in conflict["message"]
+            .removeprefix("Context version changed (expected ")
+            .removesuffix(")")
+            .split(", found ")
+        )
         assert found > expected
 
 
@@ -142,9 +161,15 @@ def test_ten_thousand_messages_paged_with_tail(stack: Any, scenario_name: str, n
                     for i in range(1, total + 1):
                         role = "user" if i % 2 else "assistant"
                         transcript.append(
-                            RecordType.MESSAGE, message={"role": role, "content": f"m{i}"},
-                            context={"role": role, "parts": [{"type": "text", "text": f"m{i}"}],
-                                     "tokenCount": 3, "metadata": {}, "insertedAt": "2025-01-24T12:00:00Z"},
+                            RecordType.MESSAGE,
+                            message={"role": role, "content": f"m{i}"},
+                            context={
+                                "role": role,
+                                "parts": [{"type": "text", "text": f"m{i}"}],
+                                "tokenCount": 3,
+                                "metadata": {},
+                                "insertedAt": "2025-01-24T12:00:00Z",
+                            },
                         )
                     await transcript.sync()
                 finally:
@@ -165,9 +190,13 @@ def test_ten_thousand_messages_paged_with_tail(stack: Any, scenario_name: str, n
             seen = seqs + seen
             offset += len(page)
         assert seen == list(range(1, total + 1))
-        after = http.post("/v1/contexts/long/messages", json={
-            "message": {"role": "user", "parts": [{"type": "text", "text": "one more"}]}, "if_version": total,
-        })
+        after = http.post(
+            "/v1/contexts/long/messages",
+            json={
+                "message": {"role": "user", "parts": [{"type": "text", "text": "one more"}]},
+                "if_version": total,
+            },
+        )
         assert after.status_code == 200, after.text
         assert after.json()["seq"] == total + 1
         assert http.get("/v1/contexts/long/tail?limit=1").json()["messages"][0]["parts"][0]["text"] == "one more"
@@ -198,7 +227,15 @@ def test_concurrent_appends_across_chunk_boundaries(cluster: Any, crds: None, na
             assert [m["seq"] for m in log] == list(range(1, 51))
             assert sorted(m["parts"][0]["text"] for m in log) == sorted(texts)
     uid = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        "lestrade.dev", "v1alpha1", namespace, "conversations", "chunky")["metadata"]["uid"]
-    chunks = k8s.CoreV1Api(api_client).list_namespaced_config_map(namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}").items
+        "lestrade.dev", "v1alpha1", namespace, "conversations", "chunky"
+    )["metadata"]["uid"]
+    chunks = (
+        k8s.CoreV1Api(api_client)
+        .list_namespaced_config_map(namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}")
+        .items
+    )
     assert len(chunks) >= 5  # ~40 KB of records in 6 KB chunks
-    assert all("sealed" in (c.data or {}) for c in sorted(chunks, key=lambda c: int(c.metadata.labels["lestrade.dev/transcript-chunk"]))[:-1])
+    assert all(
+        "sealed" in (c.data or {})
+        for c in sorted(chunks, key=lambda c: int(c.metadata.labels["lestrade.dev/transcript-chunk"]))[:-1]
+    )

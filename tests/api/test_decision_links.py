@@ -41,23 +41,51 @@ SCHEMA = json.loads((Path(__file__).parents[2] / "docs/schemas/delivery-v1.json"
 
 
 def test_a_webhook_decides_through_its_signed_link(
-    cluster: Any, crds: None, namespace: str, model_server: Any, scenario_name: str, api_client: k8s.ApiClient, tmp_path: Path,
+    cluster: Any,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    api_client: k8s.ApiClient,
+    tmp_path: Path,
 ) -> None:
     key_file = tmp_path / "decision-key"
     key_file.write_bytes(KEY)
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})]),
-        Step(content="Fixed."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})
+                    ]
+                ),
+                Step(content="Fixed."),
+            ],
+        )
+    )
     models = model_list(model_server, scenario_name)
-    with Receiver() as hook, cluster.api_client() as client, \
-            serve(create_app(client, namespace=namespace, models=models, auth=True, api_keys={}, decision_key=KEY)) as base:
+    with (
+        Receiver() as hook,
+        cluster.api_client() as client,
+        serve(create_app(client, namespace=namespace, models=models, auth=True, api_keys={}, decision_key=KEY)) as base,
+    ):
         wait_ready(base)
-        k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(GROUP, VERSION, namespace, "destinations", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Destination", "metadata": {"name": "hook"},
-            "spec": {"type": "Webhook", "webhook": {"url": hook.url}},
-        })
-        op = OperatorThread(cluster, namespace, models, tools=test_registry, api_url=base, decision_key_file=str(key_file))
+        k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            "destinations",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Destination",
+                "metadata": {"name": "hook"},
+                "spec": {"type": "Webhook", "webhook": {"url": hook.url}},
+            },
+        )
+        op = OperatorThread(
+            cluster, namespace, models, tools=test_registry, api_url=base, decision_key_file=str(key_file)
+        )
         op.start()
         try:
             create_inv(api_client, namespace, "fixme", deliver=[{"destination": "hook"}])
@@ -84,7 +112,9 @@ def test_a_webhook_decides_through_its_signed_link(
             assert decision["approved"] is True and decision["digest"] == payload["pendingApprovals"][0]["digest"]
             assert "signed decision link" in decision["reason"] and "alice in #ops" in decision["reason"]
             assert count_effects(api_client, namespace, EFFECT_LABEL, scenario_name) == 1
-            resolved = wait_until("the end message", lambda: len(hook.requests()) == 2 and hook.requests()[1], timeout=120)
+            resolved = wait_until(
+                "the end message", lambda: len(hook.requests()) == 2 and hook.requests()[1], timeout=120
+            )
             assert resolved.json()["status"] == "resolved" and "decisionUrl" not in resolved.json()
         finally:
             op.stop()

@@ -26,12 +26,21 @@ async def test_one_transcript_read_per_version_for_many_readers(cluster: Any, cr
     with cluster.api_client() as api:
         kube = Kube(api, session_factory=functools.partial(aiohttp.ClientSession, trace_configs=[trace]))
         try:
-            obj = await kube.create(resource_path("conversations", namespace), {
-                "apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation",
-                "metadata": {"name": "shared"}, "spec": {"turns": [{"ask": "hi"}]},
-            })
-            owner = {"apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation", "name": "shared",
-                     "uid": obj["metadata"]["uid"]}
+            obj = await kube.create(
+                resource_path("conversations", namespace),
+                {
+                    "apiVersion": "lestrade.dev/v1alpha1",
+                    "kind": "Conversation",
+                    "metadata": {"name": "shared"},
+                    "spec": {"turns": [{"ask": "hi"}]},
+                },
+            )
+            owner = {
+                "apiVersion": "lestrade.dev/v1alpha1",
+                "kind": "Conversation",
+                "name": "shared",
+                "uid": obj["metadata"]["uid"],
+            }
             writer = Transcript(kube, namespace, owner)
             writer.append_message({"role": "system", "content": "sys"})
             await writer.sync()
@@ -44,8 +53,9 @@ async def test_one_transcript_read_per_version_for_many_readers(cluster: Any, cr
             # A new version: read once more; a reader cancelled mid-read does not hurt the rest.
             writer.append(RecordType.TURN, index=0)
             await writer.sync()
-            newer = await kube.patch(resource_path("conversations", namespace, "shared") + "/status",
-                                     {"status": {"version": 1}})
+            newer = await kube.patch(
+                resource_path("conversations", namespace, "shared") + "/status", {"status": {"version": 1}}
+            )
             first = asyncio.create_task(cache.get(newer))
             others = [asyncio.create_task(cache.get(newer)) for _ in range(10)]
             await asyncio.sleep(0)

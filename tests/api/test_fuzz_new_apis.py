@@ -15,22 +15,31 @@ from lestrade.modelserver import Scenario, Step
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 
-PART = st.fixed_dictionaries({"type": st.sampled_from(["text", "tool_call", "tool_result", "reasoning", "image", ""])},
-                             optional={"text": JSON, "name": JSON, "payload": JSON, "output": JSON, "id": JSON,
-                                       "tool_call_id": JSON})
+PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_call", "tool_result", "reasoning", "image", ""])},
+    optional={"text": JSON, "name": JSON, "payload": JSON, "output": JSON, "id": JSON, "tool_call_id": JSON},
+)
 MESSAGE = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "system", "tool", "robot"]), "parts": st.lists(PART, max_size=3)},
     optional={"token_count": JSON, "metadata": JSON},
 )
 BODIES = {
-    ("PUT", "/v1/contexts/fuzz"): st.fixed_dictionaries({}, optional={
-        "token_budget": JSON, "trigger_ratio": JSON | st.floats(0, 1), "metadata": JSON,
-        "policy": st.fixed_dictionaries({"strategy": st.sampled_from(["last_n", "skip_parts", "manual", "x"])},
-                                        optional={"config": st.fixed_dictionaries({}, optional={"limit": JSON, "skip_kinds": JSON})}),
-    }),
+    ("PUT", "/v1/contexts/fuzz"): st.fixed_dictionaries(
+        {},
+        optional={
+            "token_budget": JSON,
+            "trigger_ratio": JSON | st.floats(0, 1),
+            "metadata": JSON,
+            "policy": st.fixed_dictionaries(
+                {"strategy": st.sampled_from(["last_n", "skip_parts", "manual", "x"])},
+                optional={"config": st.fixed_dictionaries({}, optional={"limit": JSON, "skip_kinds": JSON})},
+            ),
+        },
+    ),
     ("POST", "/v1/contexts/fuzz/messages"): st.fixed_dictionaries({"message": MESSAGE}, optional={"if_version": JSON}),
-    ("POST", "/v1/contexts/fuzz/compact"): st.fixed_dictionaries({"replacement": st.lists(MESSAGE, max_size=3)},
-                                                                 optional={"if_version": JSON}),
+    ("POST", "/v1/contexts/fuzz/compact"): st.fixed_dictionaries(
+        {"replacement": st.lists(MESSAGE, max_size=3)}, optional={"if_version": JSON}
+    ),
     ("PATCH", "/v1/contexts/fuzz/metadata"): st.fixed_dictionaries({"metadata": JSON}),
 }
 
@@ -60,8 +69,13 @@ def test_the_hosted_chat_never_gets_a_server_error(stack: Any, model_server: Any
     s = stack(scenario_name, wait_timeout=60)
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(body=JSON | st.fixed_dictionaries({"ask": st.text(max_size=20)}, optional={
-        "cluster_id": JSON, "payload": JSON, "additional_system_prompt": JSON, "model": JSON}))
+    @given(
+        body=JSON
+        | st.fixed_dictionaries(
+            {"ask": st.text(max_size=20)},
+            optional={"cluster_id": JSON, "payload": JSON, "additional_system_prompt": JSON, "model": JSON},
+        )
+    )
     def check(body: Any) -> None:
         response = httpx.post(f"{s.base}/api/holmes/acct/chat", json=body, timeout=90)
         assert response.status_code < 500, (body, response.text)

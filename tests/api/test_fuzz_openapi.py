@@ -18,8 +18,16 @@ from lestrade.resources.rest import request_json
 # (retry jitter) while Hypothesis generates: not the strategies' doing.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 
-POSTS = ["/api/chat", "/api/issue_chat", "/api/workload_health_chat", "/api/investigate", "/api/workload_health_check",
-         "/api/console/investigations", "/api/console/conversations", "/api/alertmanager"]
+POSTS = [
+    "/api/chat",
+    "/api/issue_chat",
+    "/api/workload_health_chat",
+    "/api/investigate",
+    "/api/workload_health_check",
+    "/api/console/investigations",
+    "/api/console/conversations",
+    "/api/alertmanager",
+]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -32,9 +40,18 @@ JSON = st.recursive(
 def fuzz_api(stack: Any, model_server: Any, scenario_name: str) -> Any:
     # A model that answers what it is asked: "ok", and a verdict where a health check asks for
     # one (a model that gives none is a 502, test_investigate_api.py; not the server's fault).
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="ok")], rules=[Rule(
-        when=RuleCondition(any_message_contains="workload_healthy"),
-        respond=Step(content='{"workload_healthy": true, "root_cause_summary": "ok"}'))]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[Step(content="ok")],
+            rules=[
+                Rule(
+                    when=RuleCondition(any_message_contains="workload_healthy"),
+                    respond=Step(content='{"workload_healthy": true, "root_cause_summary": "ok"}'),
+                )
+            ],
+        )
+    )
     s = stack(scenario_name, wait_timeout=60)
     spec = httpx.get(f"{s.base}/openapi.json").json()
     return s, spec
@@ -89,11 +106,24 @@ def test_bodies_from_the_schema_never_get_a_server_error(fuzz_api: Any, path: st
     if path == "/api/alertmanager":
         # a route that takes every alert (three Investigations at most): hostile labels and
         # annotations reach the matcher, the templates and the created Investigation
-        request_json(s.api_client, "POST", f"/apis/lestrade.dev/v1alpha1/namespaces/{s.namespace}/alertroutes", {
-            "apiVersion": "lestrade.dev/v1alpha1", "kind": "AlertRoute", "metadata": {"name": "everything"},
-            "spec": {"alertNamespace": "Any", "limits": {"maxPerInterval": 3}, "investigation": {
-                "title": "{{ labels.alertname }} {{ labels.x | upper }}",
-                "description": "{{ annotations.description | truncate(50) }}"}}})
+        request_json(
+            s.api_client,
+            "POST",
+            f"/apis/lestrade.dev/v1alpha1/namespaces/{s.namespace}/alertroutes",
+            {
+                "apiVersion": "lestrade.dev/v1alpha1",
+                "kind": "AlertRoute",
+                "metadata": {"name": "everything"},
+                "spec": {
+                    "alertNamespace": "Any",
+                    "limits": {"maxPerInterval": 3},
+                    "investigation": {
+                        "title": "{{ labels.alertname }} {{ labels.x | upper }}",
+                        "description": "{{ annotations.description | truncate(50) }}",
+                    },
+                },
+            },
+        )
     bodies = from_schema(request_schema(spec, path), spec["components"]["schemas"])
     seen: list[int] = []
 

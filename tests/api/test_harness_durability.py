@@ -32,9 +32,18 @@ def conversation(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
 
 
 def create(api_client: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Conversation", "metadata": {"name": name}, "spec": spec,
-    })
+    k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Conversation",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
 
 
 def turn_phase(api_client: Any, namespace: str, name: str) -> tuple[str | None, str]:
@@ -45,16 +54,30 @@ def turn_phase(api_client: Any, namespace: str, name: str) -> tuple[str | None, 
 def test_a_relay_answered_while_the_operator_is_down_runs_once_after_the_restart(
     stack: Any, cluster: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[fix(namespace, "r", "f-1")]), Step(content="Fixed after the restart."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[fix(namespace, "r", "f-1")]),
+                Step(content="Fixed after the restart."),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         session = Session(http, {"model": scenario_name, "messages": [{"role": "user", "content": "Fix."}]})
         session.until(lambda seen: relays(seen))
-        wait_until("status lists the relay", lambda: [
-            p["toolCallId"] for p in conversation(api_client, namespace, session.id)["status"].get("pendingApprovals") or []
-        ] == ["f-1"], 60)
+        wait_until(
+            "status lists the relay",
+            lambda: (
+                [
+                    p["toolCallId"]
+                    for p in conversation(api_client, namespace, session.id)["status"].get("pendingApprovals") or []
+                ]
+                == ["f-1"]
+            ),
+            60,
+        )
         s.operator.stop()  # the relay waited inside the run; nothing runs it now
         assert answer(http, session.id, "f-1", approved=True).json() == {"success": True}
         assert count_effects(api_client, namespace, EFFECT_LABEL, "r") == 0
@@ -86,9 +109,16 @@ def test_kubectl_written_sessions_meet_the_same_checks(
     assert "spec.harness.mode" in refused.value.body and "Unsupported value" in refused.value.body
 
     # The API checks the model, and so does the operator: the spec can be written with kubectl.
-    create(api_client, namespace, "other-model", {
-        "turns": [{"ask": "x"}], "harness": {}, "model": "openai/gpt-4o",
-    })
+    create(
+        api_client,
+        namespace,
+        "other-model",
+        {
+            "turns": [{"ask": "x"}],
+            "harness": {},
+            "model": "openai/gpt-4o",
+        },
+    )
     wait_until("the turn fails", lambda: turn_phase(api_client, namespace, "other-model")[0] == "Failed", 60)
     message = turn_phase(api_client, namespace, "other-model")[1]
     assert f"model 'openai/gpt-4o' is not allowed; allowed: openai/{scenario_name}, {scenario_name}" in message
@@ -102,18 +132,35 @@ def test_kubectl_written_sessions_meet_the_same_checks(
 def test_the_turns_token_budget_stops_subagents(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
-    model_server.add_scenario(Scenario(
-        name=scenario_name,
-        steps=[Step(tool_calls=[ToolCall(id="spawn", name="agent", arguments={"task": "CHILD-TASK"})]), Step(content="never")],
-        # Without a budget the child would probe again and again (until maxIterations).
-        rules=[{"when": {"last_user_contains": "CHILD-TASK"},
-                "respond": {"tool_calls": [{"name": "slow_probe", "arguments": {"namespace": namespace, "tag": "b"}}]}}],
-    ))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[ToolCall(id="spawn", name="agent", arguments={"task": "CHILD-TASK"})]),
+                Step(content="never"),
+            ],
+            # Without a budget the child would probe again and again (until maxIterations).
+            rules=[
+                {
+                    "when": {"last_user_contains": "CHILD-TASK"},
+                    "respond": {
+                        "tool_calls": [{"name": "slow_probe", "arguments": {"namespace": namespace, "tag": "b"}}]
+                    },
+                }
+            ],
+        )
+    )
     stack(scenario_name)
-    create(api_client, namespace, "budget", {
-        "turns": [{"ask": "Go."}], "maxTokens": 1,
-        "harness": {"permissions": {"allowlist": [{"tool": "agent"}, {"tool": "slow_probe"}]}},
-    })
+    create(
+        api_client,
+        namespace,
+        "budget",
+        {
+            "turns": [{"ask": "Go."}],
+            "maxTokens": 1,
+            "harness": {"permissions": {"allowlist": [{"tool": "agent"}, {"tool": "slow_probe"}]}},
+        },
+    )
     wait_until("the turn fails", lambda: turn_phase(api_client, namespace, "budget")[0] == "Failed", 60)
     obj = conversation(api_client, namespace, "budget")
     assert obj["status"]["turns"][0]["message"].startswith("Stopped: the run spent")

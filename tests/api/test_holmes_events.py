@@ -17,14 +17,36 @@ def transcript(*records: dict) -> TranscriptState:
 
 SYSTEM = {"t": "message", "message": {"role": "system", "content": "sys"}}
 USER = {"t": "message", "message": {"role": "user", "content": "why?"}}
-CALL = {"t": "message", "message": {"role": "assistant", "content": "Looking.", "tool_calls": [
-    {"id": "c1", "type": "function", "function": {"name": "kubectl_logs", "arguments": '{"pod": "web"}'}},
-    {"id": "c2", "type": "function", "function": {"name": "kubectl_describe", "arguments": "{}"}},
-]}}
-TOKENS = {"t": "tokens", "promptTokens": 100, "completionTokens": 10, "totalTokens": 110, "cost": 0.5,
-          "breakdown": {"total_tokens": 90, "system_tokens": 20}, "maxTokens": 1000, "maxOutputTokens": 100,
-          "truncations": [{"tool_call_id": "c1", "tool_name": "kubectl_logs", "start_index": 0, "end_index": 5,
-                           "original_token_count": 50}]}
+CALL = {
+    "t": "message",
+    "message": {
+        "role": "assistant",
+        "content": "Looking.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "kubectl_logs", "arguments": '{"pod": "web"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "kubectl_describe", "arguments": "{}"}},
+        ],
+    },
+}
+TOKENS = {
+    "t": "tokens",
+    "promptTokens": 100,
+    "completionTokens": 10,
+    "totalTokens": 110,
+    "cost": 0.5,
+    "breakdown": {"total_tokens": 90, "system_tokens": 20},
+    "maxTokens": 1000,
+    "maxOutputTokens": 100,
+    "truncations": [
+        {
+            "tool_call_id": "c1",
+            "tool_name": "kubectl_logs",
+            "start_index": 0,
+            "end_index": 5,
+            "original_token_count": 50,
+        }
+    ],
+}
 
 
 def names(state: TranscriptState, after: EventPosition = EventPosition(-1), **kw: object) -> list[str]:
@@ -35,7 +57,10 @@ def test_one_record_many_events_each_with_its_own_position() -> None:
     state = transcript(SYSTEM, USER, CALL)
     events = list(events_after(state, EventPosition(-1), kind="chat", since=0))
     assert [(e.name, str(e.position)) for e in events] == [
-        ("ai_message", "2"), ("start_tool_calling", "2.1"), ("start_tool_calling", "2.2")]
+        ("ai_message", "2"),
+        ("start_tool_calling", "2.1"),
+        ("start_tool_calling", "2.2"),
+    ]
     # Resuming after the first event of a record gives the rest of that record.
     assert [str(e.position) for e in events_after(state, EventPosition(2, 0), kind="chat", since=0)] == ["2.1", "2.2"]
     assert EventPosition.parse("2.1") == EventPosition(2, 1) and str(EventPosition.parse("7")) == "7"
@@ -46,16 +71,23 @@ def test_one_record_many_events_each_with_its_own_position() -> None:
 
 def test_tool_results_errors_and_denials() -> None:
     state = transcript(
-        SYSTEM, USER, CALL, TOKENS,
+        SYSTEM,
+        USER,
+        CALL,
+        TOKENS,
         {"t": "tool_result", "id": "c1", "name": "kubectl_logs", "status": "denied", "description": "logs web"},
         {"t": "message", "message": {"role": "tool", "tool_call_id": "c1", "content": "The user denied this."}},
         {"t": "tool_result", "id": "c2", "name": "kubectl_describe", "status": "success", "description": "describe"},
         {"t": "message", "message": {"role": "tool", "tool_call_id": "c2", "content": "all fine"}},
     )
     results = [e.data for e in events_after(state, EventPosition(3, 99), kind="chat", since=0)]
-    assert results[0] == {"tool_call_id": "c1", "role": "tool", "description": "logs web", "name": "kubectl_logs",
-                          "result": {"status": "error", "data": None, "error": "The user denied this.",
-                                     "params": {"pod": "web"}}}
+    assert results[0] == {
+        "tool_call_id": "c1",
+        "role": "tool",
+        "description": "logs web",
+        "name": "kubectl_logs",
+        "result": {"status": "error", "data": None, "error": "The user denied this.", "params": {"pod": "web"}},
+    }
     assert results[1]["result"] == {"status": "success", "data": "all fine", "error": None, "params": {}}
     assert [c["tool_name"] for c in tool_calls_of(state)] == ["kubectl_logs", "kubectl_describe"]
 
@@ -65,7 +97,9 @@ def test_token_count_and_metadata_follow_reference_000() -> None:
     (first, _) = [e.data for e in events_after(state, EventPosition(-1), kind="chat", since=0)]
     assert first["metadata"] == {
         "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        "tokens": {"total_tokens": 90, "system_tokens": 20}, "max_tokens": 1000, "max_output_tokens": 100,
+        "tokens": {"total_tokens": 90, "system_tokens": 20},
+        "max_tokens": 1000,
+        "max_output_tokens": 100,
         "truncations": TOKENS["truncations"],
     }
     total = metadata_of(state)
@@ -93,14 +127,25 @@ def test_compaction_events_and_the_history_after_a_compaction() -> None:
     summary = {"role": "user", "content": "<analysis>the pod crashed</analysis>"}
     old = [{"t": "message", "message": {"role": "assistant", "content": f"a{i}"}} for i in range(4)]
     state = transcript(
-        SYSTEM, USER, *old,
-        {"t": "compaction", "at": 6, "messages": [SYSTEM["message"], summary], "tokensBefore": 1000, "tokensAfter": 200},
+        SYSTEM,
+        USER,
+        *old,
+        {
+            "t": "compaction",
+            "at": 6,
+            "messages": [SYSTEM["message"], summary],
+            "tokensBefore": 1000,
+            "tokensAfter": 200,
+        },
         {"t": "message", "message": {"role": "user", "content": "next"}},
         {"t": "answer", "text": "done"},
     )
     events = list(events_after(state, EventPosition(5, 99), kind="chat", since=0, conversation="chat-x"))
     assert [e.name for e in events] == [
-        "conversation_history_compaction_start", "conversation_history_compacted", "ai_answer_end"]
+        "conversation_history_compaction_start",
+        "conversation_history_compacted",
+        "ai_answer_end",
+    ]
     start, compacted, end = (e.data for e in events)
     assert start["metadata"] == {"initial_tokens": 1000, "num_messages": 6}
     assert compacted["compaction_summary"] == summary["content"]

@@ -18,8 +18,12 @@ from lestrade.localcluster.processes import wait_until
 from lestrade.modelserver import Fault, Scenario, Step, ToolCall
 
 PAYLOAD = {
-    "alertname": "KubeContainerWaiting", "container": "frontend", "namespace": "production",
-    "pod": "frontend-59fbcd7965-drx6w", "reason": "ContainerCreating", "severity": "warning",
+    "alertname": "KubeContainerWaiting",
+    "container": "frontend",
+    "namespace": "production",
+    "pod": "frontend-59fbcd7965-drx6w",
+    "reason": "ContainerCreating",
+    "severity": "warning",
 }
 TWO = HostedSettings(account_id="acct-1", clusters=("prod-us", "prod-eu"))
 
@@ -34,18 +38,21 @@ def stream(http: httpx.Client, path: str, body: dict[str, Any]) -> list[tuple[st
 # -- cluster resolution (pure) ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("given", "payload", "ask", "expected"), [
-    ("prod-eu", {"cluster": "prod-us"}, "", "prod-eu"),                      # 1. given wins
-    (None, {"cluster_name": "prod-eu"}, "", "prod-eu"),                       # 2. payload fields
-    (None, {"cluster": "prod-us"}, "", "prod-us"),
-    (None, {"cluster_id": "prod-eu"}, "", "prod-eu"),
-    (None, {"source": "prod-us"}, "", "prod-us"),
-    (None, {"labels": {"cluster": "prod-eu"}}, "", "prod-eu"),               # ... labels, annotations
-    (None, {"annotations": {"cluster_name": "prod-us"}}, "", "prod-us"),
-    (None, {"source": "prometheus", "labels": {"cluster": "prod-eu"}}, "", "prod-eu"),
-    (None, {"description": "pods on prod-eu are pending"}, "", "prod-eu"),  # 3. the payload's text
-    (None, None, "Which pods are failing on cluster prod-us?", "prod-us"),   # ... or the ask's
-])
+@pytest.mark.parametrize(
+    ("given", "payload", "ask", "expected"),
+    [
+        ("prod-eu", {"cluster": "prod-us"}, "", "prod-eu"),  # 1. given wins
+        (None, {"cluster_name": "prod-eu"}, "", "prod-eu"),  # 2. payload fields
+        (None, {"cluster": "prod-us"}, "", "prod-us"),
+        (None, {"cluster_id": "prod-eu"}, "", "prod-eu"),
+        (None, {"source": "prod-us"}, "", "prod-us"),
+        (None, {"labels": {"cluster": "prod-eu"}}, "", "prod-eu"),  # ... labels, annotations
+        (None, {"annotations": {"cluster_name": "prod-us"}}, "", "prod-us"),
+        (None, {"source": "prometheus", "labels": {"cluster": "prod-eu"}}, "", "prod-eu"),
+        (None, {"description": "pods on prod-eu are pending"}, "", "prod-eu"),  # 3. the payload's text
+        (None, None, "Which pods are failing on cluster prod-us?", "prod-us"),  # ... or the ask's
+    ],
+)
 def test_cluster_resolution_order(given: str | None, payload: Any, ask: str, expected: str) -> None:
     assert resolve_cluster(given, payload, ask, TWO.clusters) == expected
 
@@ -77,13 +84,20 @@ def test_settings_from_the_environment() -> None:
 def test_a_hosted_chat_answers_with_cluster_id_and_analysis(
     stack: Any, model_server: Any, scenario_name: str, api_client: Any, namespace: str
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="## Investigation Summary\n\nMissing secret.")]))
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(content="## Investigation Summary\n\nMissing secret.")])
+    )
     s = stack(scenario_name, hosted=HostedSettings(None, ("my-cluster",)))
     with s.client() as http:
-        answer = http.post("/api/holmes/any-account/chat", json={
-            "cluster_id": "my-cluster", "ask": "Which pods are failing in the cluster?", "payload": PAYLOAD,
-            "additional_system_prompt": "Answer in one table.",
-        })
+        answer = http.post(
+            "/api/holmes/any-account/chat",
+            json={
+                "cluster_id": "my-cluster",
+                "ask": "Which pods are failing in the cluster?",
+                "payload": PAYLOAD,
+                "additional_system_prompt": "Answer in one table.",
+            },
+        )
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"cluster_id": "my-cluster", "analysis": "## Investigation Summary\n\nMissing secret."}
         # The model saw the payload and the extra instructions in its system prompt.
@@ -107,34 +121,51 @@ def test_account_and_cluster_statuses(stack: Any, model_server: Any, scenario_na
         assert wrong.status_code == 404 and "acct-2" in wrong.json()["detail"]
         unknown = http.post("/api/holmes/acct-1/chat", json={"ask": "hi", "cluster_id": "prod-asia"})
         assert unknown.status_code == 404 and unknown.json()["clusters"] == ["prod-us", "prod-eu"]
-        undetermined = http.post("/api/holmes/acct-1/chat", json={"ask": "what is failing?", "payload": {"source": "prometheus"}})
+        undetermined = http.post(
+            "/api/holmes/acct-1/chat", json={"ask": "what is failing?", "payload": {"source": "prometheus"}}
+        )
         assert undetermined.status_code == 400
-        assert undetermined.json()["clusters"] == ["prod-us", "prod-eu"] and "prod-us, prod-eu" in undetermined.json()["detail"]
-        for body, field in (({}, "ask"), ({"ask": ""}, "ask"), ({"ask": "x", "payload": [1]}, "payload"),
-                            ({"ask": "x", "stream": "maybe"}, "stream")):
+        assert (
+            undetermined.json()["clusters"] == ["prod-us", "prod-eu"]
+            and "prod-us, prod-eu" in undetermined.json()["detail"]
+        )
+        for body, field in (
+            ({}, "ask"),
+            ({"ask": ""}, "ask"),
+            ({"ask": "x", "payload": [1]}, "payload"),
+            ({"ask": "x", "stream": "maybe"}, "stream"),
+        ):
             bad = http.post("/api/holmes/acct-1/chat", json=body)
             assert bad.status_code == 400 and bad.json()["detail"].startswith(field), bad.text
         bad_model = http.post("/api/holmes/acct-1/chat", json={"ask": "x", "cluster_id": "prod-us", "model": "nope"})
         assert bad_model.status_code == 400 and "nope" in bad_model.json()["detail"]
-        from_labels = http.post("/api/holmes/acct-1/chat", json={"ask": "why?", "payload": {"labels": {"cluster": "prod-eu"}}})
+        from_labels = http.post(
+            "/api/holmes/acct-1/chat", json={"ask": "why?", "payload": {"labels": {"cluster": "prod-eu"}}}
+        )
         assert from_labels.status_code == 200 and from_labels.json() == {"cluster_id": "prod-eu", "analysis": "Looked."}
         from_text = http.post("/api/holmes/acct-1/chat", json={"ask": "Which pods are failing on cluster prod-us?"})
         assert from_text.status_code == 200 and from_text.json()["cluster_id"] == "prod-us"
 
 
 def test_a_failed_chat_is_a_500(stack: Any, model_server: Any, scenario_name: str) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="never", fault=Fault(kind="rate_limit", retry_after=0))]))
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(content="never", fault=Fault(kind="rate_limit", retry_after=0))])
+    )
     s = stack(scenario_name)
     with s.client() as http:
         failed = http.post("/api/holmes/a/chat", json={"ask": "hi"})
         assert failed.status_code == 500, failed.text
-        assert failed.json()["error_code"] == "RATE_LIMITED" and failed.json()["detail"].startswith("Holmes request failed")
+        assert failed.json()["error_code"] == "RATE_LIMITED" and failed.json()["detail"].startswith(
+            "Holmes request failed"
+        )
         events = stream(http, "/api/holmes/a/chat", {"ask": "hi"})
         assert [name for name, _ in events][-1] == "error"
         assert set(events[-1][1]) == {"msg", "error_code"} and events[-1][1]["error_code"] == "RATE_LIMITED"
 
 
-def test_401_and_403(stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any) -> None:
+def test_401_and_403(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any
+) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="ok")]))
     grant(api_client, namespace, "reader", [("investigations", ["create"]), ("conversations", ["get"])])
     s = stack(scenario_name, auth=True)
@@ -149,10 +180,20 @@ def test_401_and_403(stack: Any, model_server: Any, scenario_name: str, namespac
 
 
 def test_stream_mode_sends_002_payloads(stack: Any, model_server: Any, scenario_name: str, namespace: str) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="Let me look.", tool_calls=[ToolCall(id="call_1", name="slow_probe", arguments={"namespace": namespace, "tag": "t"})]),
-        Step(content="## Investigation Summary\n\nAll good."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    content="Let me look.",
+                    tool_calls=[
+                        ToolCall(id="call_1", name="slow_probe", arguments={"namespace": namespace, "tag": "t"})
+                    ],
+                ),
+                Step(content="## Investigation Summary\n\nAll good."),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         events = stream(http, "/api/holmes/a/chat", {"ask": "Which pods are failing?", "payload": PAYLOAD})
@@ -161,7 +202,11 @@ def test_stream_mode_sends_002_payloads(stack: Any, model_server: Any, scenario_
     assert {"start_tool_calling", "tool_calling_result", "ai_message", "token_count"} <= set(names)
     start = next(d for n, d in events if n == "start_tool_calling")
     assert set(start) == {"tool_call_id", "tool_name", "description"}
-    assert start["tool_call_id"] == "call_1" and start["tool_name"] == "slow_probe" and "slow_probe" in start["description"]
+    assert (
+        start["tool_call_id"] == "call_1"
+        and start["tool_name"] == "slow_probe"
+        and "slow_probe" in start["description"]
+    )
     result = next(d for n, d in events if n == "tool_calling_result")
     assert result["tool_call_id"] == "call_1" and result["name"] == "slow_probe"
     assert result["result"]["status"] == "success" and "data" in result["result"]
@@ -185,7 +230,12 @@ def test_stream_mode_approval_required_flags_the_pending_call(
         assert call["id"] == "call_xyz789" and call["pending_approval"] is True
         assert call["function"]["name"] == "apply_fix"
         # The documented way on: /api/chat's tool_decisions with the returned history.
-        resumed = stream(http, "/api/chat", {
-            "conversation_history": history, "tool_decisions": [{"tool_call_id": "call_xyz789", "approved": True}],
-        })
+        resumed = stream(
+            http,
+            "/api/chat",
+            {
+                "conversation_history": history,
+                "tool_decisions": [{"tool_call_id": "call_xyz789", "approved": True}],
+            },
+        )
     assert resumed[-1][0] == "ai_answer_end" and resumed[-1][1]["analysis"] == "Fixed."

@@ -22,12 +22,17 @@ def probe(namespace: str, tag: str) -> ToolCall:
 
 def investigations(api_client: Any, namespace: str) -> list[dict[str, Any]]:
     return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        "lestrade.dev", "v1alpha1", namespace, "investigations")["items"]
+        "lestrade.dev", "v1alpha1", namespace, "investigations"
+    )["items"]
 
 
 REQUEST = {
-    "source": "prometheus", "title": "Pod CrashLoopBackOff", "description": "Pod is crashing repeatedly",
-    "subject": {"namespace": "default", "pod": "web"}, "context": {}, "include_tool_calls": True,
+    "source": "prometheus",
+    "title": "Pod CrashLoopBackOff",
+    "description": "Pod is crashing repeatedly",
+    "subject": {"namespace": "default", "pod": "web"},
+    "context": {},
+    "include_tool_calls": True,
 }
 
 
@@ -35,9 +40,15 @@ def test_investigate_runs_an_investigation_and_answers_with_sections(
     stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe(namespace, fact)]), Step(content=ANSWER),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe(namespace, fact)]),
+                Step(content=ANSWER),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         response = http.post("/api/investigate", json={**REQUEST, "model": scenario_name})
@@ -60,24 +71,35 @@ def test_investigate_runs_an_investigation_and_answers_with_sections(
     assert (spec["title"], spec["source"], spec["enableToolApproval"]) == ("Pod CrashLoopBackOff", "prometheus", False)
 
 
-def test_stream_investigate_and_a_reconnect(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str
-) -> None:
+def test_stream_investigate_and_a_reconnect(stack: Any, model_server: Any, scenario_name: str, namespace: str) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe(namespace, fact)]), Step(content=ANSWER),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe(namespace, fact)]),
+                Step(content=ANSWER),
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
         with connect_sse(http, "POST", "/api/stream/investigate", json=REQUEST) as source:
             events = list(source.iter_sse())
         assert [e.event for e in events] == [
-            "start_tool_calling", "tool_calling_result", "token_count", "ai_message", "token_count", "ai_answer_end"]
+            "start_tool_calling",
+            "tool_calling_result",
+            "token_count",
+            "ai_message",
+            "token_count",
+            "ai_answer_end",
+        ]
         end = json.loads(events[-1].data)
         assert end["sections"]["Next Steps"] == "Raise the memory limit." and end["instructions"] == []
         assert events[0].id.startswith("inv/api-")
-        with connect_sse(http, "POST", "/api/stream/investigate", json=REQUEST,
-                         headers={"Last-Event-ID": events[1].id}) as source:
+        with connect_sse(
+            http, "POST", "/api/stream/investigate", json=REQUEST, headers={"Last-Event-ID": events[1].id}
+        ) as source:
             rest = list(source.iter_sse())
         assert [(e.event, e.id, e.data) for e in rest] == [(e.event, e.id, e.data) for e in events[2:]]
     assert count_effects(s.api_client, namespace, PROBE_LABEL, fact) == 1
@@ -96,14 +118,26 @@ def test_workload_health_check_answers_the_json_the_runner_parses(
 ) -> None:
     # The model answers in its own words (headings); the structured-output request makes the
     # (scripted) provider send the JSON object, and the API hands the runner a real boolean.
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(
-        content="# Workload healthy\nfalse\n\n# Root cause summary\nPod web was OOMKilled: the limit is 64Mi.")]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    content="# Workload healthy\nfalse\n\n# Root cause summary\nPod web was OOMKilled: the limit is 64Mi."
+                )
+            ],
+        )
+    )
     s = stack(scenario_name)
     with s.client() as http:
-        response = http.post("/api/workload_health_check", json={
-            "ask": "Why is my deployment unhealthy?", "resource": {"name": "web", "kind": "Deployment"},
-            "instructions": ["Check the rollout first."],
-        })
+        response = http.post(
+            "/api/workload_health_check",
+            json={
+                "ask": "Why is my deployment unhealthy?",
+                "resource": {"name": "web", "kind": "Deployment"},
+                "instructions": ["Check the rollout first."],
+            },
+        )
     assert response.status_code == 200, response.text
     body = response.json()
     assert runner_parses(body["analysis"]) == (False, "Pod web was OOMKilled: the limit is 64Mi.")
@@ -128,18 +162,29 @@ def test_workload_health_check_without_structured_output_is_validated(
     # Providers that ignore response_format: the model writes the object in prose, with a
     # string verdict, or gives no verdict at all.
     vague = f"{scenario_name}-vague"
-    model_server.add_scenario(Scenario(name=scenario_name, ignores_response_format=True, steps=[
-        Step(content='Done.\n```json\n{"workload_healthy": "yes", "root_cause_summary": "3/3 replicas ready"}\n```')]))
-    model_server.add_scenario(Scenario(name=vague, ignores_response_format=True, steps=[
-        Step(content="It looks fine to me.")]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            ignores_response_format=True,
+            steps=[
+                Step(
+                    content='Done.\n```json\n{"workload_healthy": "yes", "root_cause_summary": "3/3 replicas ready"}\n```'
+                )
+            ],
+        )
+    )
+    model_server.add_scenario(
+        Scenario(name=vague, ignores_response_format=True, steps=[Step(content="It looks fine to me.")])
+    )
     s = stack(scenario_name, vague)
     with s.client() as http:
         good = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"}})
         assert good.status_code == 200, good.text
         assert runner_parses(good.json()["analysis"]) == (True, "3/3 replicas ready")
         # no verdict: an error naming what is missing, never prose the runner would misparse
-        bad = http.post("/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"},
-                                                            "model": vague})
+        bad = http.post(
+            "/api/workload_health_check", json={"ask": "Is web healthy?", "resource": {"name": "web"}, "model": vague}
+        )
     assert bad.status_code == 502, bad.text
     assert "workload_healthy" in bad.json()["detail"], bad.text
     assert "It looks fine to me." in bad.json()["analysis"]
@@ -148,37 +193,57 @@ def test_workload_health_check_without_structured_output_is_validated(
 def test_issue_chat_and_workload_health_chat_frame_a_new_conversation(
     stack: Any, model_server: Any, scenario_name: str
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="Increase the memory limit."), Step(content="Yes, after the rollout."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="Increase the memory limit."),
+                Step(content="Yes, after the rollout."),
+            ],
+        )
+    )
     s = stack(scenario_name)
     history = [{"role": "system", "content": "You are a helpful assistant."}]
     with s.client() as http:
-        issue = http.post("/api/issue_chat", json={
-            "ask": "How do I fix this issue?", "issue_type": "CrashLoopBackOff",
-            "investigation_result": {"result": "Pod crashed due to OOM.", "tools": []},
-            "conversation_history": history,
-        })
+        issue = http.post(
+            "/api/issue_chat",
+            json={
+                "ask": "How do I fix this issue?",
+                "issue_type": "CrashLoopBackOff",
+                "investigation_result": {"result": "Pod crashed due to OOM.", "tools": []},
+                "conversation_history": history,
+            },
+        )
         assert issue.status_code == 200, issue.text
         body = issue.json()
         assert body["analysis"] == "Increase the memory limit."
         assert "Pod crashed due to OOM." in body["conversation_history"][0]["content"]
         # The documented follow-up: the same endpoint with the returned history, as a stream.
-        with connect_sse(http, "POST", "/api/stream/issue_chat", json={
-            "ask": "Will it hold?", "issue_type": "CrashLoopBackOff",
-            "investigation_result": {"result": "Pod crashed due to OOM."},
-            "conversation_history": body["conversation_history"],
-        }) as source:
+        with connect_sse(
+            http,
+            "POST",
+            "/api/stream/issue_chat",
+            json={
+                "ask": "Will it hold?",
+                "issue_type": "CrashLoopBackOff",
+                "investigation_result": {"result": "Pod crashed due to OOM."},
+                "conversation_history": body["conversation_history"],
+            },
+        ) as source:
             events = list(source.iter_sse())
         assert events[-1].event == "ai_answer_end"
         end = json.loads(events[-1].data)
         assert end["analysis"] == "Yes, after the rollout." and end["conversation_id"] == body["conversation_id"]
 
-        health = http.post("/api/workload_health_chat", json={
-            "ask": "Check the workload health.", "resource": {"name": "web", "kind": "Deployment"},
-            "workload_health_result": {"analysis": "Previous health check: all good.", "tools": []},
-            "conversation_history": history,
-        })
+        health = http.post(
+            "/api/workload_health_chat",
+            json={
+                "ask": "Check the workload health.",
+                "resource": {"name": "web", "kind": "Deployment"},
+                "workload_health_result": {"analysis": "Previous health check: all good.", "tools": []},
+                "conversation_history": history,
+            },
+        )
         assert health.status_code == 200, health.text
         assert health.json()["conversation_id"] != body["conversation_id"]
         assert "Previous health check: all good." in health.json()["conversation_history"][0]["content"]
@@ -187,6 +252,9 @@ def test_issue_chat_and_workload_health_chat_frame_a_new_conversation(
 def test_stream_chat_streams_whatever_stream_says(stack: Any, model_server: Any, scenario_name: str) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="Streamed.")]))
     s = stack(scenario_name)
-    with s.client() as http, connect_sse(http, "POST", "/api/stream/chat", json={"ask": "Hi", "stream": False}) as source:
+    with (
+        s.client() as http,
+        connect_sse(http, "POST", "/api/stream/chat", json={"ask": "Hi", "stream": False}) as source,
+    ):
         events = list(source.iter_sse())
     assert [e.event for e in events] == ["ai_message", "token_count", "ai_answer_end"]

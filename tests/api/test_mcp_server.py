@@ -28,20 +28,48 @@ def _answer(text: str) -> str:
 
 
 async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any, cluster: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
 ) -> None:
     paused = f"{scenario_name}-fix"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe",
-                                  arguments={"namespace": namespace, "tag": scenario_name})]),
-        Step(content=_answer(ROOT_CAUSE)),
-    ]))
-    model_server.add_scenario(Scenario(name=paused, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": paused})]),
-        Step(content="fixed"),
-    ]))
-    grant(api_client, namespace, "agent", [("investigations", ["create", "get", "list"]),
-                                           ("conversations", ["create", "get", "list", "patch"])])
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="probe-1", name="slow_probe", arguments={"namespace": namespace, "tag": scenario_name}
+                        )
+                    ]
+                ),
+                Step(content=_answer(ROOT_CAUSE)),
+            ],
+        )
+    )
+    model_server.add_scenario(
+        Scenario(
+            name=paused,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": paused})
+                    ]
+                ),
+                Step(content="fixed"),
+            ],
+        )
+    )
+    grant(
+        api_client,
+        namespace,
+        "agent",
+        [("investigations", ["create", "get", "list"]), ("conversations", ["create", "get", "list", "patch"])],
+    )
     user = f"system:serviceaccount:{namespace}:agent"
     token = cluster.token_for(namespace, "agent")
     s = stack(scenario_name, paused, auth=True)
@@ -51,11 +79,24 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
     try:
         create_inv(api_client, other, "secret-run", title="payroll OOMKilled")
         k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-            GROUP, "v1alpha1", other, "investigations", "secret-run",
-            {"status": {"phase": "Succeeded", "analysis": "payroll OOMKilled: team B's secret plan",
-                        "completionTime": "2026-11-20T10:00:00Z"}})
-        wait_until("RBAC to allow", lambda: httpx.get(f"{s.base}/api/model", headers={
-            "Authorization": f"Bearer {token}"}).status_code == 200, 30)
+            GROUP,
+            "v1alpha1",
+            other,
+            "investigations",
+            "secret-run",
+            {
+                "status": {
+                    "phase": "Succeeded",
+                    "analysis": "payroll OOMKilled: team B's secret plan",
+                    "completionTime": "2026-11-20T10:00:00Z",
+                }
+            },
+        )
+        wait_until(
+            "RBAC to allow",
+            lambda: httpx.get(f"{s.base}/api/model", headers={"Authorization": f"Bearer {token}"}).status_code == 200,
+            30,
+        )
 
         async with mcp_session(s.base, token) as session:
             tools = {t.name for t in (await session.list_tools()).tools}
@@ -66,9 +107,14 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 steps.append(message or "")
 
-            result = await session.call_tool("investigate", {
-                "title": "web keeps restarting", "subject": {"kind": "Deployment", "name": "web", "namespace": namespace},
-            }, progress_callback=progress)
+            result = await session.call_tool(
+                "investigate",
+                {
+                    "title": "web keeps restarting",
+                    "subject": {"kind": "Deployment", "name": "web", "namespace": namespace},
+                },
+                progress_callback=progress,
+            )
             assert not result.isError, result.content
             found = result.structuredContent
             assert found is not None and found["phase"] == "Succeeded", found
@@ -79,7 +125,8 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
             assert any("calling slow_probe" in m for m in steps) and steps[-1] == "answered", steps
             name = found["name"]
             inv = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                GROUP, "v1alpha1", namespace, "investigations", name)
+                GROUP, "v1alpha1", namespace, "investigations", name
+            )
             assert inv["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == user  # written as the caller
 
             # Read back: a tool, a list, a resource, and the past findings.
@@ -117,14 +164,21 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
 
             # Refused where RBAC says no: another namespace, to read or to start a run in.
             refused = await session.call_tool("get_run", {"name": "secret-run", "namespace": other})
-            assert refused.isError and f"may not get investigations.{GROUP} in namespace {other}" in refused.content[0].text
+            assert (
+                refused.isError
+                and f"may not get investigations.{GROUP} in namespace {other}" in refused.content[0].text
+            )
             assert "secret plan" not in json.dumps(refused.model_dump())
             started = await session.call_tool("investigate", {"title": "x", "namespace": other})
             assert started.isError and "may not create" in started.content[0].text
             listing = await session.call_tool("list_runs", {"namespace": other})
             assert listing.isError and "may not list" in listing.content[0].text
-            assert k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                GROUP, "v1alpha1", other, "investigations")["items"][0]["metadata"]["name"] == "secret-run"
+            assert (
+                k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                    GROUP, "v1alpha1", other, "investigations"
+                )["items"][0]["metadata"]["name"]
+                == "secret-run"
+            )
 
         # Without a token, /mcp is refused like the rest of the API.
         anonymous = httpx.post(f"{s.base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
@@ -134,13 +188,22 @@ async def test_an_mcp_client_investigates_and_reads_findings_as_a_user_with_rbac
 
 
 async def test_ask_continues_a_conversation_by_name_and_a_second_client_speaks_the_protocol(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="The first answer."),
-        Step(content="The second answer."),
-        Step(content="The third answer."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="The first answer."),
+                Step(content="The second answer."),
+                Step(content="The third answer."),
+            ],
+        )
+    )
     s = stack(scenario_name)  # authentication off: the API's own identity
     async with mcp_session(s.base) as session:
         first = await session.call_tool("ask", {"question": "What is wrong?"})
@@ -152,15 +215,22 @@ async def test_ask_continues_a_conversation_by_name_and_a_second_client_speaks_t
         missing = await session.call_tool("ask", {"question": "?", "conversation": "no-such-chat"})
         assert missing.isError and "no-such-chat" in missing.content[0].text
     conv = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        GROUP, "v1alpha1", namespace, "conversations", conversation)
+        GROUP, "v1alpha1", namespace, "conversations", conversation
+    )
     assert [t["ask"] for t in conv["spec"]["turns"]] == ["What is wrong?", "And then?"]
 
     # A second client, without the SDK: the same tools, the progress notifications on the stream.
     _, listed = raw_call(s.base, "tools/list", {})
     assert "get_run" in {t["name"] for t in listed["result"]["tools"]}
-    notes, answer = raw_call(s.base, "tools/call", {
-        "name": "ask", "arguments": {"question": "Anything else?", "conversation": conversation},
-        "_meta": {"progressToken": "p-1"}})
+    notes, answer = raw_call(
+        s.base,
+        "tools/call",
+        {
+            "name": "ask",
+            "arguments": {"question": "Anything else?", "conversation": conversation},
+            "_meta": {"progressToken": "p-1"},
+        },
+    )
     assert answer["result"]["structuredContent"]["answer"] == "The third answer.", answer
     progress = [n["params"] for n in notes if n.get("method") == "notifications/progress"]
     assert progress and all(p["progressToken"] == "p-1" for p in progress) and progress[-1]["message"] == "answered"

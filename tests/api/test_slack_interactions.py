@@ -27,30 +27,59 @@ SECRET = b"slack-signing-secret"
 
 def grant_patch(api_client: k8s.ApiClient, namespace: str, user: str) -> None:
     rbac = k8s.RbacAuthorizationV1Api(api_client)
-    rbac.create_namespaced_role(namespace, k8s.V1Role(
-        metadata=k8s.V1ObjectMeta(name="deciders"),
-        rules=[k8s.V1PolicyRule(api_groups=["lestrade.dev"], resources=["investigations"], verbs=["get", "patch"])],
-    ))
-    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-        metadata=k8s.V1ObjectMeta(name="deciders"),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="deciders"),
-        subjects=[k8s.RbacV1Subject(kind="User", name=user, api_group="rbac.authorization.k8s.io")],
-    ))
+    rbac.create_namespaced_role(
+        namespace,
+        k8s.V1Role(
+            metadata=k8s.V1ObjectMeta(name="deciders"),
+            rules=[k8s.V1PolicyRule(api_groups=["lestrade.dev"], resources=["investigations"], verbs=["get", "patch"])],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        k8s.V1RoleBinding(
+            metadata=k8s.V1ObjectMeta(name="deciders"),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="deciders"),
+            subjects=[k8s.RbacV1Subject(kind="User", name=user, api_group="rbac.authorization.k8s.io")],
+        ),
+    )
 
 
-def click(obj: dict[str, Any], slack_user: str, response_url: str, *, action: str = "lestrade.approve") -> dict[str, Any]:
+def click(
+    obj: dict[str, Any], slack_user: str, response_url: str, *, action: str = "lestrade.approve"
+) -> dict[str, Any]:
     """The block_actions payload Slack sends for a click on one of the operator's buttons."""
     pending = obj["status"]["pendingApprovals"][0]
-    value = json.dumps({"kind": "Investigation", "namespace": obj["metadata"]["namespace"], "name": obj["metadata"]["name"],
-                        "uid": obj["metadata"]["uid"], "call": pending["toolCallId"], "digest": pending["digest"]})
+    value = json.dumps(
+        {
+            "kind": "Investigation",
+            "namespace": obj["metadata"]["namespace"],
+            "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"],
+            "call": pending["toolCallId"],
+            "digest": pending["digest"],
+        }
+    )
     return {
-        "type": "block_actions", "team": {"id": "T1"}, "user": {"id": slack_user, "username": slack_user},
+        "type": "block_actions",
+        "team": {"id": "T1"},
+        "user": {"id": slack_user, "username": slack_user},
         "response_url": response_url,
-        "message": {"blocks": [
-            {"type": "header", "text": {"type": "plain_text", "text": "Fix"}},
-            {"type": "actions", "elements": [{"type": "button", "action_id": action, "value": value,
-                                              "text": {"type": "plain_text", "text": "Approve"}}]},
-        ]},
+        "message": {
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": "Fix"}},
+                {
+                    "type": "actions",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "action_id": action,
+                            "value": value,
+                            "text": {"type": "plain_text", "text": "Approve"},
+                        }
+                    ],
+                },
+            ]
+        },
         "actions": [{"type": "button", "action_id": action, "value": value}],
     }
 
@@ -58,23 +87,44 @@ def click(obj: dict[str, Any], slack_user: str, response_url: str, *, action: st
 def post(http: Any, payload: dict[str, Any], *, secret: bytes = SECRET, stamp: int | None = None) -> Any:
     body = urlencode({"payload": json.dumps(payload)}).encode()
     timestamp = str(stamp if stamp is not None else int(time.time()))
-    return http.post("/api/slack/interactions", content=body, headers={
-        "Content-Type": "application/x-www-form-urlencoded",
-        "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": slack_signature(secret, timestamp, body),
-    })
+    return http.post(
+        "/api/slack/interactions",
+        content=body,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": timestamp,
+            "X-Slack-Signature": slack_signature(secret, timestamp, body),
+        },
+    )
 
 
 def test_a_signed_click_decides_as_the_mapped_user_and_nothing_else_does(
-    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: k8s.ApiClient,
+    stack: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: k8s.ApiClient,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})]),
-        Step(content="Fixed."),
-    ]))
-    k8s.CoreV1Api(api_client).create_namespaced_config_map(namespace, k8s.V1ConfigMap(
-        metadata=k8s.V1ObjectMeta(name="lestrade-slack-users"),
-        data={"U_ALICE": "alice@example.com", "U_ALICE.groups": "sre", "U_BOB": "bob@example.com"},
-    ))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": scenario_name})
+                    ]
+                ),
+                Step(content="Fixed."),
+            ],
+        )
+    )
+    k8s.CoreV1Api(api_client).create_namespaced_config_map(
+        namespace,
+        k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(name="lestrade-slack-users"),
+            data={"U_ALICE": "alice@example.com", "U_ALICE.groups": "sre", "U_BOB": "bob@example.com"},
+        ),
+    )
     grant_patch(api_client, namespace, "alice@example.com")
     with Receiver() as slack:
         s = stack(scenario_name, slack=SlackSettings(signing_secret=SECRET, response_url_prefix=slack.url))

@@ -26,23 +26,45 @@ def tenancy(api_client: k8s.ApiClient, namespace: str, crds: None) -> Any:
 
 
 def test_an_http_caller_reads_only_its_scope_and_is_recorded_as_the_requester(
-    stack: Any, cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any,
-    scenario_name: str, tenancy: Any,
+    stack: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tenancy: Any,
 ) -> None:
     fact = f"green-quay-{uuid.uuid4().hex[:6]}"
-    grant_kinds(api_client, namespace, "caller", [("investigations", ["create", "get"]),
-                                                  ("conversations", ["create", "get", "patch"])])
+    grant_kinds(
+        api_client,
+        namespace,
+        "caller",
+        [("investigations", ["create", "get"]), ("conversations", ["create", "get", "patch"])],
+    )
     caller = f"system:serviceaccount:{namespace}:caller"
     headers = {"Authorization": f"Bearer {cluster.token_for(namespace, 'caller')}"}
     with other_namespace(api_client, fact) as other:
-        model_server.add_scenario(Scenario(name=scenario_name, steps=[
-            Step(tool_calls=[ToolCall(id="d-1", name="kubectl_describe",
-                                      arguments={"kind": "pod", "name": "payroll", "namespace": other})]),
-            Step(content="The tool said: {{ tool_output('kubectl_describe') }}"),
-        ]))
+        model_server.add_scenario(
+            Scenario(
+                name=scenario_name,
+                steps=[
+                    Step(
+                        tool_calls=[
+                            ToolCall(
+                                id="d-1",
+                                name="kubectl_describe",
+                                arguments={"kind": "pod", "name": "payroll", "namespace": other},
+                            )
+                        ]
+                    ),
+                    Step(content="The tool said: {{ tool_output('kubectl_describe') }}"),
+                ],
+            )
+        )
         s = stack(scenario_name, auth=True, operator=False)
-        op = OperatorThread(cluster, namespace, model_list(model_server, scenario_name), tools=None,
-                            **tenancy.settings())
+        op = OperatorThread(
+            cluster, namespace, model_list(model_server, scenario_name), tools=None, **tenancy.settings()
+        )
         op.start()
         try:
             with s.client() as http:
@@ -58,14 +80,23 @@ def test_an_http_caller_reads_only_its_scope_and_is_recorded_as_the_requester(
 
                 # Granted by the admin (the caller's group), the same ask over HTTP reads it.
                 tenancy.grant([{"groups": [f"system:serviceaccounts:{namespace}"], "namespaces": [other]}])
-                granted = http.post("/api/investigate", headers=headers,
-                                    json={"title": f"payroll in {other}", "description": "", "source": "test",
-                                          "subject": {}, "context": {}})
+                granted = http.post(
+                    "/api/investigate",
+                    headers=headers,
+                    json={
+                        "title": f"payroll in {other}",
+                        "description": "",
+                        "source": "test",
+                        "subject": {},
+                        "context": {},
+                    },
+                )
                 assert granted.status_code == 200, granted.text
                 assert fact in granted.json()["analysis"], granted.text
                 name = granted.json()["investigation"]
                 inv = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                    GROUP, "v1alpha1", namespace, "investigations", name)
+                    GROUP, "v1alpha1", namespace, "investigations", name
+                )
                 assert inv["status"]["requester"]["username"] == caller
                 assert inv["status"]["scope"]["namespaces"] == sorted([namespace, other])
         finally:

@@ -22,8 +22,17 @@ def env(container: dict[str, Any]) -> dict[str, str | None]:
 
 
 def test_no_model_list_runs_the_demo_model_beside_the_operator_and_the_api() -> None:
-    containers = {c["name"]: c for c in pod({"demoModel": {"port": 9876, "resources": {
-        "requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}}})["containers"]}
+    containers = {
+        c["name"]: c
+        for c in pod(
+            {
+                "demoModel": {
+                    "port": 9876,
+                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                }
+            }
+        )["containers"]
+    }
     demo = containers["demo-model"]
     assert demo["command"] == ["python", "-m", "lestrade.modelserver", "--host", "127.0.0.1", "--port", "9876"]
     for name in ("operator", "api"):
@@ -31,8 +40,11 @@ def test_no_model_list_runs_the_demo_model_beside_the_operator_and_the_api() -> 
         assert "LESTRADE_MODEL_LIST" not in env(containers[name]), name
 
 
-@pytest.mark.parametrize("values", [{"modelList": {"fast": {"model": "openai/gpt-4.1"}}},
-                                    {"existingSecret": "my-models"}], ids=["modelList", "existingSecret"])
+@pytest.mark.parametrize(
+    "values",
+    [{"modelList": {"fast": {"model": "openai/gpt-4.1"}}}, {"existingSecret": "my-models"}],
+    ids=["modelList", "existingSecret"],
+)
 def test_a_model_list_replaces_the_demo_model(values: dict[str, Any]) -> None:
     spec = pod(values)
     assert [c["name"] for c in spec["containers"]] == ["operator", "api"]

@@ -30,27 +30,48 @@ EVERYTHING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     "existingSecret": "my-models",
     "tools": {"prometheusUrl": "http://prometheus.monitoring:9090"},
-    "tenancy": {"mutatingPolicy": True, "grants": [{"groups": ["sre"], "namespaces": ["*"]},
-                                                   {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]}]},
+    "tenancy": {
+        "mutatingPolicy": True,
+        "grants": [
+            {"groups": ["sre"], "namespaces": ["*"]},
+            {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]},
+        ],
+    },
 }
 VARIANTS = {
     "defaults": {},
     "everything-on": EVERYTHING_ON,
-    "models-no-api": {"modelList": {"fast": {"model": "openai/gpt-4.1"}}, "api": {"enabled": False},
-                      "operator": {"jobMode": True}},
+    "models-no-api": {
+        "modelList": {"fast": {"model": "openai/gpt-4.1"}},
+        "api": {"enabled": False},
+        "operator": {"jobMode": True},
+    },
 }
 
 
-def helm_template(values: dict[str, Any], namespace: str = "lestrade-system",
-                  release: str = "lestrade") -> subprocess.CompletedProcess[str]:
+def helm_template(
+    values: dict[str, Any], namespace: str = "lestrade-system", release: str = "lestrade"
+) -> subprocess.CompletedProcess[str]:
     ensure_binaries(["helm"], quiet=True)
     with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
         json.dump(values, file)
         file.flush()
         return subprocess.run(
-            [str(binary_path("helm")), "template", release, str(CHART), "--namespace", namespace,
-             "--include-crds", "-f", file.name],
-            capture_output=True, text=True, timeout=120)
+            [
+                str(binary_path("helm")),
+                "template",
+                release,
+                str(CHART),
+                "--namespace",
+                namespace,
+                "--include-crds",
+                "-f",
+                file.name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 def render(values: dict[str, Any], **kw: str) -> list[dict[str, Any]]:
@@ -66,11 +87,19 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def job_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """The pod of a Job exactly as the operator builds it from the chart's pod template."""
     (template,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-job-template")]
-    settings = OperatorSettings(job_pod_template=yaml.safe_load(template["data"]["pod.yaml"]),
-                                job_image="lestrade:test", job_namespace="lestrade-system")
-    ref = view_of({"apiVersion": "lestrade.dev/v1alpha1", "kind": "Investigation",
-                   "metadata": {"name": "inv", "namespace": "lestrade-system", "uid": "u-1",
-                                "generation": 1}, "spec": {"title": "t"}}).ref
+    settings = OperatorSettings(
+        job_pod_template=yaml.safe_load(template["data"]["pod.yaml"]),
+        job_image="lestrade:test",
+        job_namespace="lestrade-system",
+    )
+    ref = view_of(
+        {
+            "apiVersion": "lestrade.dev/v1alpha1",
+            "kind": "Investigation",
+            "metadata": {"name": "inv", "namespace": "lestrade-system", "uid": "u-1", "generation": 1},
+            "spec": {"title": "t"},
+        }
+    ).ref
     return job_manifest(settings, ref, 1, 60)["spec"]["template"]
 
 
@@ -114,8 +143,12 @@ def test_lint_is_strictly_clean_for_every_variant(values: dict[str, Any]) -> Non
     with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
         json.dump(values, file)
         file.flush()
-        proc = subprocess.run([str(binary_path("helm")), "lint", "--strict", str(CHART), "-f", file.name],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(binary_path("helm")), "lint", "--strict", str(CHART), "-f", file.name],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 0 and "0 chart(s) failed" in proc.stdout, proc.stdout + proc.stderr
     assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
 
@@ -156,24 +189,39 @@ def test_network_policy_allows_only_the_configured_egress() -> None:
     main = policies["lestrade"]
     assert main["policyTypes"] == ["Ingress", "Egress"]
     egress_ports = [sorted((p["port"], p["protocol"]) for p in rule["ports"]) for rule in main["egress"]]
-    assert sorted(egress_ports) == sorted([
-        [(443, "TCP"), (6443, "TCP")],          # the apiserver
-        [(53, "TCP"), (53, "UDP")],             # DNS
-        [(443, "TCP")],                         # the models
-        [(9090, "TCP")],                        # Prometheus
-        [(443, "TCP")],                         # the Destinations (webhooks, Slack, Teams)
-        [(9093, "TCP")],                        # Alertmanager
-    ])
+    assert sorted(egress_ports) == sorted(
+        [
+            [(443, "TCP"), (6443, "TCP")],  # the apiserver
+            [(53, "TCP"), (53, "UDP")],  # DNS
+            [(443, "TCP")],  # the models
+            [(9090, "TCP")],  # Prometheus
+            [(443, "TCP")],  # the Destinations (webhooks, Slack, Teams)
+            [(9093, "TCP")],  # Alertmanager
+        ]
+    )
     assert policies["lestrade-jobs"]["egress"] == main["egress"]
     assert policies["lestrade-jobs"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "run-job"
     ingress_ports = sorted(p["port"] for rule in main["ingress"] for p in rule["ports"])
     assert ingress_ports == [8080, 8081, 9102]  # API, health (probes), metrics
-    narrowed = render({"networkPolicy": {"egress": {
-        "prometheus": None, "alertmanager": None,
-        "models": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]}}}})
+    narrowed = render(
+        {
+            "networkPolicy": {
+                "egress": {
+                    "prometheus": None,
+                    "alertmanager": None,
+                    "models": {
+                        "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}],
+                        "ports": [{"port": 8443, "protocol": "TCP"}],
+                    },
+                }
+            }
+        }
+    )
     (spec,) = [p["spec"] for p in of_kind(narrowed, "NetworkPolicy")]
     assert len(spec["egress"]) == 4
-    assert {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]} in spec["egress"]
+    assert {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]} in spec[
+        "egress"
+    ]
     assert not of_kind(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 
 
@@ -194,20 +242,26 @@ def test_existing_secret_replaces_the_charts_model_secret() -> None:
     assert all(metrics["metadata"]["labels"].get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"replicas": "two"}, "at '/replicas': got string, want integer"),
-    ({"operator": {"concurency": 3}}, "additional properties 'concurency' not allowed"),
-    ({"operator": {"concurrency": 0}}, "at '/operator/concurrency'"),
-    ({"operator": {"defaultTimeout": "half an hour"}}, "at '/operator/defaultTimeout'"),
-    ({"operator": {"resources": {"requests": {"memory": "lots"}}}}, "at '/operator/resources/requests/memory'"),
-    ({"api": {"port": 70000}}, "at '/api/port'"),
-    ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
-    ({"tools": {"prometheusUrl": "prometheus:9090"}}, "at '/tools/prometheusUrl'"),
-    ({"networkPolicy": {"egress": {"dns": {"ports": []}}}}, "at '/networkPolicy/egress/dns/ports'"),
-    ({"modelList": {"fast": {"api_key": "x"}}}, "missing property 'model'"),
-    ({"modelList": {"fast": {"model": "openai/gpt-4.1"}}, "existingSecret": "mine"},
-     "set either modelList or existingSecret"),
-], ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"replicas": "two"}, "at '/replicas': got string, want integer"),
+        ({"operator": {"concurency": 3}}, "additional properties 'concurency' not allowed"),
+        ({"operator": {"concurrency": 0}}, "at '/operator/concurrency'"),
+        ({"operator": {"defaultTimeout": "half an hour"}}, "at '/operator/defaultTimeout'"),
+        ({"operator": {"resources": {"requests": {"memory": "lots"}}}}, "at '/operator/resources/requests/memory'"),
+        ({"api": {"port": 70000}}, "at '/api/port'"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
+        ({"tools": {"prometheusUrl": "prometheus:9090"}}, "at '/tools/prometheusUrl'"),
+        ({"networkPolicy": {"egress": {"dns": {"ports": []}}}}, "at '/networkPolicy/egress/dns/ports'"),
+        ({"modelList": {"fast": {"api_key": "x"}}}, "missing property 'model'"),
+        (
+            {"modelList": {"fast": {"model": "openai/gpt-4.1"}}, "existingSecret": "mine"},
+            "set either modelList or existingSecret",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
 def test_bad_values_fail_with_a_clear_message(values: dict[str, Any], message: str) -> None:
     proc = helm_template(values)
     assert proc.returncode != 0
@@ -218,9 +272,23 @@ def test_helm_install_refuses_a_bad_value(cluster: Any, namespace: str) -> None:
     """`helm install` (not only `template`) checks the schema before it touches the cluster."""
     ensure_binaries(["helm"], quiet=True)
     proc = subprocess.run(
-        [str(binary_path("helm")), "install", "bad", str(CHART), "--namespace", namespace,
-         "--kubeconfig", str(cluster.kubeconfig), "--dry-run=server", "--set", "api.port=http"],
-        capture_output=True, text=True, timeout=120)
+        [
+            str(binary_path("helm")),
+            "install",
+            "bad",
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--dry-run=server",
+            "--set",
+            "api.port=http",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr, proc.stderr
     assert "at '/api/port': got string, want integer" in proc.stderr, proc.stderr
@@ -244,8 +312,13 @@ def test_every_value_is_typed_and_described() -> None:
 
 
 def kubectl(cluster: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
-                          input=stdin, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def apply_peering_crds(cluster: Any, docs: list[dict[str, Any]]) -> None:
@@ -253,8 +326,9 @@ def apply_peering_crds(cluster: Any, docs: list[dict[str, Any]]) -> None:
     applied = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
     assert applied.returncode == 0, applied.stderr
     for crd in crds:
-        ready = kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s",
-                        f"crd/{crd['metadata']['name']}")
+        ready = kubectl(
+            cluster, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
+        )
         assert ready.returncode == 0, ready.stderr
 
 
@@ -270,12 +344,28 @@ def test_the_apiserver_accepts_everything_rendered(
     # the objects inside them, as they would after Helm created them first.
     namespaces = [d for d in objects if d["kind"] == "Namespace"]
     if namespaces:
-        made = kubectl(cluster, "apply", "--server-side", "--field-manager=chart-test", "-f", "-",
-                       stdin=yaml.safe_dump_all(namespaces))
+        made = kubectl(
+            cluster,
+            "apply",
+            "--server-side",
+            "--field-manager=chart-test",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump_all(namespaces),
+        )
         assert made.returncode == 0, made.stderr
     try:
-        dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "--validate=strict",
-                      "--field-manager=chart-test", "-f", "-", stdin=yaml.safe_dump_all(objects))
+        dry = kubectl(
+            cluster,
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--validate=strict",
+            "--field-manager=chart-test",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump_all(objects),
+        )
     finally:
         for ns in namespaces:
             kubectl(cluster, "delete", "namespace", ns["metadata"]["name"], "--wait=false", "--ignore-not-found")
@@ -287,10 +377,15 @@ def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them(
     from lestrade.api.alertmanager import AlertReceiverSettings
     from lestrade.api.hosted.accounts import HostedSettings
 
-    docs = render({
-        "operator": {"namespaceSpendLimit": "tokens=500000,cost=20,window=24h"},
-        "api": {"alertRoutesAllNamespaces": True, "hosted": {"accountId": "acme", "clusterNames": ["prod", "stage"]}},
-    })
+    docs = render(
+        {
+            "operator": {"namespaceSpendLimit": "tokens=500000,cost=20,window=24h"},
+            "api": {
+                "alertRoutesAllNamespaces": True,
+                "hosted": {"accountId": "acme", "clusterNames": ["prod", "stage"]},
+            },
+        }
+    )
     containers = {c["name"]: c for c in workloads(docs)["deployment"]["containers"]}
     env = {name: {e["name"]: e.get("value", "") for e in c["env"]} for name, c in containers.items()}
     operator = OperatorSettings.from_env(env["operator"])
@@ -298,8 +393,12 @@ def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them(
     assert AlertReceiverSettings.from_env(env["api"]).all_namespaces is True
     # the operator explains routes by the same policy the API matches by
     assert env["operator"]["LESTRADE_ALERT_ROUTES_ALL_NAMESPACES"] == "true"
-    listed = {c["name"]: {e["name"]: e.get("value", "") for e in c["env"]}
-              for c in workloads(render({"api": {"alertRoutesAnyNamespaces": ["platform", "sre"]}}))["deployment"]["containers"]}
+    listed = {
+        c["name"]: {e["name"]: e.get("value", "") for e in c["env"]}
+        for c in workloads(render({"api": {"alertRoutesAnyNamespaces": ["platform", "sre"]}}))["deployment"][
+            "containers"
+        ]
+    }
     for container in ("api", "operator"):
         assert AlertReceiverSettings.from_env(listed[container]).any_namespaces == ("platform", "sre")
     hosted = HostedSettings.from_env(env["api"])

@@ -42,8 +42,11 @@ def _jsonschema(node: Any) -> Any:
     for key in ("allOf", "anyOf", "oneOf"):
         if isinstance(node.get(key), list):
             out[key] = [_jsonschema(child) for child in node[key]]
-    if "properties" in out and "additionalProperties" not in out \
-            and not node.get("x-kubernetes-preserve-unknown-fields"):
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     return out
 
@@ -69,17 +72,23 @@ def write_schemas(cluster: Any, docs: list[dict[str, Any]], folder: Path) -> Non
         group, _, version = api_version.rpartition("/")
         raw = kubectl(cluster, "get", "--raw", index[key(api_version)]["serverRelativeURL"])
         assert raw.returncode == 0, raw.stderr
-        schemas = {name: _jsonschema(schema)
-                   for name, schema in json.loads(raw.stdout)["components"]["schemas"].items()}
+        schemas = {
+            name: _jsonschema(schema) for name, schema in json.loads(raw.stdout)["components"]["schemas"].items()
+        }
         for kind in {d["kind"] for d in docs if d["apiVersion"] == api_version}:
-            names = [n for n, s in schemas.items() for gvk in s.get("x-kubernetes-group-version-kind", [])
-                     if (gvk["group"], gvk["version"], gvk["kind"]) == (group, version, kind)]
+            names = [
+                n
+                for n, s in schemas.items()
+                for gvk in s.get("x-kubernetes-group-version-kind", [])
+                if (gvk["group"], gvk["version"], gvk["kind"]) == (group, version, kind)
+            ]
             if not names:
                 continue  # no schema served: kubeconform reports it unless the kind is skipped
             target = folder / (group or version) / version / f"{kind.lower()}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps({"$ref": f"#/components/schemas/{names[0]}",
-                                          "components": {"schemas": schemas}}))
+            target.write_text(
+                json.dumps({"$ref": f"#/components/schemas/{names[0]}", "components": {"schemas": schemas}})
+            )
 
 
 def test_every_skip_is_explained() -> None:
@@ -96,11 +105,23 @@ def test_kubeconform_finds_nothing(cluster: Any, crds: None, tmp_path: Path) -> 
     write_schemas(cluster, docs, tmp_path / "schemas")
     skip = ",".join(s["kind"] for s in yaml.safe_load(CONFIG.read_text())["skip"])
     proc = subprocess.run(
-        [str(binary_path("kubeconform")), "-strict", "-summary", "-output", "json", "-skip", skip,
-         "-schema-location",
-         str(tmp_path / "schemas") + "/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json",
-         "-"],
-        input=yaml.safe_dump_all(docs), capture_output=True, text=True, timeout=120)
+        [
+            str(binary_path("kubeconform")),
+            "-strict",
+            "-summary",
+            "-output",
+            "json",
+            "-skip",
+            skip,
+            "-schema-location",
+            str(tmp_path / "schemas") + "/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json",
+            "-",
+        ],
+        input=yaml.safe_dump_all(docs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     report = json.loads(proc.stdout)
     problems = [r for r in report["resources"] if r["status"] not in ("statusValid", "statusSkipped")]
     assert proc.returncode == 0 and not problems, json.dumps(problems or report, indent=1)[:4000]
@@ -117,18 +138,33 @@ def _misspelt_field(deployment: dict[str, Any]) -> None:
     deployment["spec"]["template"]["spec"]["containers"][0]["securityContxt"] = {}
 
 
-@pytest.mark.parametrize("breaks, finding", [(_wrong_type, "replicas"), (_misspelt_field, "securityContxt")],
-                         ids=["wrong-type", "misspelt-field"])
-def test_kubeconform_reports_a_broken_manifest(cluster: Any, crds: None, tmp_path: Path,
-                                               breaks: Any, finding: str) -> None:
+@pytest.mark.parametrize(
+    "breaks, finding",
+    [(_wrong_type, "replicas"), (_misspelt_field, "securityContxt")],
+    ids=["wrong-type", "misspelt-field"],
+)
+def test_kubeconform_reports_a_broken_manifest(
+    cluster: Any, crds: None, tmp_path: Path, breaks: Any, finding: str
+) -> None:
     """The linter really lints: a wrong type and a misspelt field are findings."""
     ensure_binaries(["kubeconform"], quiet=True)
     (deployment,) = [d for d in render({}) if d["kind"] == "Deployment"]
     breaks(deployment)
     write_schemas(cluster, [deployment], tmp_path / "schemas")
     proc = subprocess.run(
-        [str(binary_path("kubeconform")), "-strict", "-output", "json", "-schema-location",
-         str(tmp_path / "schemas") + "/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json", "-"],
-        input=yaml.safe_dump(deployment), capture_output=True, text=True, timeout=120)
+        [
+            str(binary_path("kubeconform")),
+            "-strict",
+            "-output",
+            "json",
+            "-schema-location",
+            str(tmp_path / "schemas") + "/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json",
+            "-",
+        ],
+        input=yaml.safe_dump(deployment),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert finding in proc.stdout, proc.stdout

@@ -21,7 +21,7 @@ from lestrade.localcluster.versions import KUBERNETES_VERSION, RUN_COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FAKE_GO = textwrap.dedent('''\
+FAKE_GO = textwrap.dedent("""\
     #!{python}
     import os, pathlib, sys, time
     args = sys.argv[1:]
@@ -55,7 +55,7 @@ FAKE_GO = textwrap.dedent('''\
         out.write_text("binary")
         out.chmod(0o755)
         (running / out.parent.name).unlink()
-''')
+""")
 
 
 @pytest.fixture
@@ -66,10 +66,15 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     go.write_text(FAKE_GO.format(python=sys.executable))
     go.chmod(0o755)
     # KWOK copies stage and CRD files from its module's source
-    for relative in ("kustomize/stage/node/fast/node-initialize.yaml", "kustomize/stage/node/heartbeat/node-heartbeat.yaml",
-                     "kustomize/stage/pod/fast/pod-ready.yaml", "kustomize/stage/pod/fast/pod-complete.yaml",
-                     "kustomize/stage/pod/fast/pod-delete.yaml", "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml",
-                     "kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml"):
+    for relative in (
+        "kustomize/stage/node/fast/node-initialize.yaml",
+        "kustomize/stage/node/heartbeat/node-heartbeat.yaml",
+        "kustomize/stage/pod/fast/pod-ready.yaml",
+        "kustomize/stage/pod/fast/pod-complete.yaml",
+        "kustomize/stage/pod/fast/pod-delete.yaml",
+        "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml",
+        "kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml",
+    ):
         (root / "source" / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / "source" / relative).write_text("{}")
     monkeypatch.setenv("FAKE_GO_ROOT", str(root))
@@ -81,8 +86,14 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_make_run_builds_the_control_plane_only_with_a_plan_and_steps(fake_go: Path, tmp_path: Path) -> None:
     env = {**os.environ, "FAKE_GO_OVERLAP": "1"}
-    proc = subprocess.run([sys.executable, "-m", "lestrade.localcluster", "build"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lestrade.localcluster", "build"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     built = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "cache").iterdir() if p.is_dir()}
     assert built == set(RUN_COMPONENTS)  # no helm, kubeconform, prometheus
@@ -102,8 +113,9 @@ def test_make_run_builds_the_control_plane_only_with_a_plan_and_steps(fake_go: P
     assert re.search(r"^binaries:.*\n\t\$\(PY\) -m lestrade.localcluster build\n", makefile, re.M)
 
 
-def test_independent_components_build_side_by_side(fake_go: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_independent_components_build_side_by_side(
+    fake_go: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("FAKE_GO_OVERLAP", "2")  # each `go build` waits until both have started
     paths = ensure_binaries(["etcd", "kubeconform"])
     assert paths["etcd"].read_text() == "binary" and paths["kubeconform"].read_text() == "binary"
@@ -127,14 +139,32 @@ def test_names_of_binaries_and_unknown_names(fake_go: Path) -> None:
 
 def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (folder / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "lestrade.testing.binaries", "-p", "no:cacheprovider",
-                           "-q", "-s", *args], cwd=folder, capture_output=True, text=True, timeout=240, env={**os.environ})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "lestrade.testing.binaries",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-s",
+            *args,
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ},
+    )
 
 
 def test_tests_build_what_they_use_when_collected(fake_go: Path, tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "test_lint.py").write_text(textwrap.dedent('''\
+    (suite / "test_lint.py").write_text(
+        textwrap.dedent("""\
         import pytest
         from lestrade.localcluster import binary_path
 
@@ -142,7 +172,8 @@ def test_tests_build_what_they_use_when_collected(fake_go: Path, tmp_path: Path)
 
         def test_uses_it():
             assert binary_path("kubeconform").read_text() == "binary"  # built before the test ran
-        '''))
+        """)
+    )
     (suite / "test_plain.py").write_text("def test_nothing():\n    pass\n")
     cache = tmp_path / "cache"
     plain = _pytest(suite, "test_plain.py")
@@ -156,12 +187,14 @@ def test_tests_build_what_they_use_when_collected(fake_go: Path, tmp_path: Path)
 
 # What a test module must declare, by what it uses: the binary itself, or a helper that runs it.
 USES = {
-    "helm": re.compile(r'binary_path\("helm"\)|ensure_binaries\(\["helm"\]|local_release|LocalRelease|'
-                       r'from test_chart_hardening import|def \w+\([^)]*\bdeployed\b'),
+    "helm": re.compile(
+        r'binary_path\("helm"\)|ensure_binaries\(\["helm"\]|local_release|LocalRelease|'
+        r"from test_chart_hardening import|def \w+\([^)]*\bdeployed\b"
+    ),
     "kubeconform": re.compile(r'binary_path\("kubeconform"\)|ensure_binaries\(\["kubeconform"\]'),
-    "prometheus": re.compile(r'def \w+\([^)]*\bprometheus\b|PrometheusServer\(|recorded_prometheus\('),
-    "otelcol": re.compile(r'Collector\(\)|ensure_otelcol\('),
-    "alertmanager": re.compile(r'AlertmanagerServer\(|ensure_alertmanager\('),
+    "prometheus": re.compile(r"def \w+\([^)]*\bprometheus\b|PrometheusServer\(|recorded_prometheus\("),
+    "otelcol": re.compile(r"Collector\(\)|ensure_otelcol\("),
+    "alertmanager": re.compile(r"AlertmanagerServer\(|ensure_alertmanager\("),
 }
 
 
@@ -174,6 +207,9 @@ def test_every_test_module_declares_the_binaries_it_runs() -> None:
         declared = set()
         for mark in re.findall(r"mark\.binaries\(([^)]*)\)", text):
             declared.update(re.findall(r'"([\w-]+)"', mark))
-        undeclared += [f"{module.relative_to(ROOT)} uses {name}" for name, use in USES.items()
-                       if use.search(text) and name not in declared]
+        undeclared += [
+            f"{module.relative_to(ROOT)} uses {name}"
+            for name, use in USES.items()
+            if use.search(text) and name not in declared
+        ]
     assert not undeclared, "add pytestmark = pytest.mark.binaries(...):\n" + "\n".join(undeclared)

@@ -37,9 +37,7 @@ def test_object_written_is_observed_through_a_watch(api_client, namespace) -> No
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
-    core.create_namespaced_config_map(
-        namespace, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name), data={"k": "v"})
-    )
+    core.create_namespaced_config_map(namespace, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name), data={"k": "v"}))
     assert observed.wait(30), f"watch never delivered {name}; saw {seen}"
     assert ("ADDED", name) in seen
 
@@ -55,15 +53,21 @@ def test_service_account_token_is_bound_by_rbac(cluster, api_client, namespace) 
         assert f"system:serviceaccount:{namespace}:reader" in denied.value.body
 
         rbac = k8s.RbacAuthorizationV1Api(api_client)
-        rbac.create_namespaced_role(namespace, k8s.V1Role(
-            metadata=k8s.V1ObjectMeta(name="pod-reader"),
-            rules=[k8s.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])],
-        ))
-        rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name="reader"),
-            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
-            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="reader", namespace=namespace)],
-        ))
+        rbac.create_namespaced_role(
+            namespace,
+            k8s.V1Role(
+                metadata=k8s.V1ObjectMeta(name="pod-reader"),
+                rules=[k8s.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])],
+            ),
+        )
+        rbac.create_namespaced_role_binding(
+            namespace,
+            k8s.V1RoleBinding(
+                metadata=k8s.V1ObjectMeta(name="reader"),
+                role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
+                subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="reader", namespace=namespace)],
+            ),
+        )
         wait_until("RBAC grant", lambda: sa_core.list_namespaced_pod(namespace) is not None, 30)
         with pytest.raises(k8s.ApiException) as still_denied:
             sa_core.list_namespaced_secret(namespace)
@@ -102,8 +106,11 @@ def test_deployment_pods_run_on_kwok_nodes(cluster, api_client, namespace) -> No
     assert all(p.status.pod_ip for p in pods)
     rs = apps.list_namespaced_replica_set(namespace).items
     assert len(rs) == 1 and rs[0].metadata.owner_references[0].name == "web"
-    wait_until("deployment available",
-               lambda: apps.read_namespaced_deployment(name="web", namespace=namespace).status.available_replicas == 2, 60)
+    wait_until(
+        "deployment available",
+        lambda: apps.read_namespaced_deployment(name="web", namespace=namespace).status.available_replicas == 2,
+        60,
+    )
 
 
 def test_crashloop_stage_reports_oomkilled(api_client, namespace) -> None:
@@ -128,17 +135,20 @@ def test_crashloop_stage_reports_oomkilled(api_client, namespace) -> None:
 
 def test_pod_logs_served_by_kwok(api_client, namespace, kwok_logs) -> None:
     core = k8s.CoreV1Api(api_client)
-    core.create_namespaced_pod(namespace, k8s.V1Pod(
-        metadata=k8s.V1ObjectMeta(name="logger"),
-        spec=k8s.V1PodSpec(
-            containers=[k8s.V1Container(name="app", image="example.com/app:1.0")],
-            tolerations=[k8s.V1Toleration(key="kwok.x-k8s.io/node", operator="Exists")],
+    core.create_namespaced_pod(
+        namespace,
+        k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(name="logger"),
+            spec=k8s.V1PodSpec(
+                containers=[k8s.V1Container(name="app", image="example.com/app:1.0")],
+                tolerations=[k8s.V1Toleration(key="kwok.x-k8s.io/node", operator="Exists")],
+            ),
         ),
-    ))
-    wait_until("pod Running",
-               lambda: core.read_namespaced_pod("logger", namespace).status.phase == "Running", 60)
-    kwok_logs(namespace, "logger", "hello from now\nsecond line",
-              previous="java.lang.OutOfMemoryError: Java heap space")
+    )
+    wait_until("pod Running", lambda: core.read_namespaced_pod("logger", namespace).status.phase == "Running", 60)
+    kwok_logs(
+        namespace, "logger", "hello from now\nsecond line", previous="java.lang.OutOfMemoryError: Java heap space"
+    )
 
     def logs() -> str:
         return core.read_namespaced_pod_log("logger", namespace, container="app")
@@ -152,15 +162,20 @@ def test_pod_logs_served_by_kwok(api_client, namespace, kwok_logs) -> None:
 def test_pod_annotations_declare_simulated_logs(api_client, namespace) -> None:
     """What the examples use: logs declared on the pod, served through the real logs API."""
     core = k8s.CoreV1Api(api_client)
-    core.create_namespaced_pod(namespace, k8s.V1Pod(
-        metadata=k8s.V1ObjectMeta(name="declared", annotations={
-            "lestrade.dev/logs": "restarting",
-            "lestrade.dev/previous-logs": "FATAL: open /etc/app/config.yaml: no such file or directory",
-        }),
-        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="example.com/app:1.0")]),
-    ))
-    wait_until("pod Running",
-               lambda: core.read_namespaced_pod("declared", namespace).status.phase == "Running", 60)
+    core.create_namespaced_pod(
+        namespace,
+        k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(
+                name="declared",
+                annotations={
+                    "lestrade.dev/logs": "restarting",
+                    "lestrade.dev/previous-logs": "FATAL: open /etc/app/config.yaml: no such file or directory",
+                },
+            ),
+            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="example.com/app:1.0")]),
+        ),
+    )
+    wait_until("pod Running", lambda: core.read_namespaced_pod("declared", namespace).status.phase == "Running", 60)
 
     def previous() -> str:
         return core.read_namespaced_pod_log("declared", namespace, previous=True)

@@ -40,8 +40,7 @@ def test_killing_python_takes_the_control_plane_down(tmp_path) -> None:
         "import sys; from lestrade.localcluster import LocalCluster; "
         "c = LocalCluster.start(nodes=1); print(*c.process_ids(), flush=True); sys.stdin.read()"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         pids = [int(p) for p in line.split()]

@@ -51,12 +51,15 @@ def test_a_scenario_folder_loads_with_its_namespace_and_call_ids(tmp_path) -> No
     assert scenario.manifests[0]["metadata"]["namespace"] == ns
 
 
-@pytest.mark.parametrize("bad, message", [
-    (SPEC.replace("category: oom\n", ""), "category"),
-    (SPEC.replace("  - {text: OOMKilled}\n", "  - {text: OOMKilled, regex: x}\n"), "exactly one of text or regex"),
-    (SPEC.replace("root_cause:", "root_cuase:"), "root_cuase"),
-    (SPEC.replace("id: logs", "id: ev-1"), "used twice"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (SPEC.replace("category: oom\n", ""), "category"),
+        (SPEC.replace("  - {text: OOMKilled}\n", "  - {text: OOMKilled, regex: x}\n"), "exactly one of text or regex"),
+        (SPEC.replace("root_cause:", "root_cuase:"), "root_cuase"),
+        (SPEC.replace("id: logs", "id: ev-1"), "used twice"),
+    ],
+)
 def test_a_broken_scenario_file_names_the_file_and_the_problem(tmp_path, bad, message) -> None:
     folder = _scenario(tmp_path, bad)
     with pytest.raises(ValueError) as err:
@@ -68,9 +71,25 @@ def test_the_shipped_scenarios_cover_the_issue() -> None:
     scenarios = load_scenarios(SCENARIOS)
     assert len(scenarios) >= 40
     categories = {s.category for s in scenarios}
-    for needed in ("oom", "config-ref", "image-pull", "pending-resources", "pending-taints", "pending-pvc", "probes",
-                   "service-selector", "dns", "networkpolicy", "hpa", "quota", "node-pressure", "cert",
-                   "dependency-metrics", "noise", "rollout"):
+    for needed in (
+        "oom",
+        "config-ref",
+        "image-pull",
+        "pending-resources",
+        "pending-taints",
+        "pending-pvc",
+        "probes",
+        "service-selector",
+        "dns",
+        "networkpolicy",
+        "hpa",
+        "quota",
+        "node-pressure",
+        "cert",
+        "dependency-metrics",
+        "noise",
+        "rollout",
+    ):
         assert needed in categories, needed
     assert len({s.namespace for s in scenarios}) == len(scenarios)
     with pytest.raises(ValueError, match="no such scenario"):
@@ -79,18 +98,35 @@ def test_the_shipped_scenarios_cover_the_issue() -> None:
 
 def test_pods_get_their_recorded_status_through_an_annotation_and_the_kwok_toleration(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []},
-           "status": {"phase": "Pending", "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ErrImagePull"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": []},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ErrImagePull"}}}],
+        },
+    }
     doc, status = prepare(pod, scenario)
     assert status is None and "status" not in doc and "status" in pod  # the input is not changed
     assert "ErrImagePull" in doc["metadata"]["annotations"][STATUS_ANNOTATION]
     assert {"key": "kwok.x-k8s.io/node", "operator": "Exists"} in doc["spec"]["tolerations"]
-    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
-           "spec": {}, "status": {"currentReplicas": 3}}
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "h"},
+        "spec": {},
+        "status": {"currentReplicas": 3},
+    }
     doc, status = prepare(hpa, scenario)
     assert status == {"currentReplicas": 3} and "annotations" not in doc["metadata"]
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                  "spec": {"template": {"spec": {"containers": []}}}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"spec": {"containers": []}}},
+    }
     assert prepare(deployment, scenario)[0]["spec"]["template"]["spec"]["tolerations"]
 
 
@@ -110,23 +146,49 @@ def _requests(*tool_results: tuple[str, str], extra: str = "") -> list[dict]:
 
 def test_recall_finds_facts_in_what_the_model_received_and_says_where_the_others_were_lost(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
-    traces = [CallTrace("ev-1", "kubectl_describe", raw="Reason: OOMKilled\n  Limit: 64Mi", redacted="Reason: OOMKilled\n  Limit: 64Mi"),
-              CallTrace("logs", "kubectl_previous_logs", raw="", redacted=""),
-              CallTrace("ev-3", "mcp_logs__search", tool_missing=True)]
+    traces = [
+        CallTrace(
+            "ev-1",
+            "kubectl_describe",
+            raw="Reason: OOMKilled\n  Limit: 64Mi",
+            redacted="Reason: OOMKilled\n  Limit: 64Mi",
+        ),
+        CallTrace("logs", "kubectl_previous_logs", raw="", redacted=""),
+        CallTrace("ev-3", "mcp_logs__search", tool_missing=True),
+    ]
     answer = {"Conclusions": "OOM [evidence: ev-1, logs]"}
-    ok = measure(scenario, _requests(("ev-1", "Reason: OOMKilled\n  Limit:   64Mi")), traces,
-                 sections=answer, call_ids=["ev-1", "logs", "ev-3"])
+    ok = measure(
+        scenario,
+        _requests(("ev-1", "Reason: OOMKilled\n  Limit:   64Mi")),
+        traces,
+        sections=answer,
+        call_ids=["ev-1", "logs", "ev-3"],
+    )
     assert ok.covered and ok.reached == 2 and ok.losses() == {}
 
-    truncated = measure(scenario, _requests(("ev-1", "Reason: OOMKilled\n[TRUNCATED]")), traces,
-                        sections=answer, call_ids=["ev-1", "logs"])
+    truncated = measure(
+        scenario,
+        _requests(("ev-1", "Reason: OOMKilled\n[TRUNCATED]")),
+        traces,
+        sections=answer,
+        call_ids=["ev-1", "logs"],
+    )
     assert not truncated.covered and truncated.losses() == {"truncated": 1}
 
-    redacted = [CallTrace("ev-1", "kubectl_describe", raw="Reason: OOMKilled\n  Limit: 64Mi", redacted="Reason: OOMKilled\n  Limit: [REDACTED]")]
+    redacted = [
+        CallTrace(
+            "ev-1",
+            "kubectl_describe",
+            raw="Reason: OOMKilled\n  Limit: 64Mi",
+            redacted="Reason: OOMKilled\n  Limit: [REDACTED]",
+        )
+    ]
     assert measure(scenario, _requests(("ev-1", "Reason: OOMKilled")), redacted).losses() == {"redacted": 1}
 
-    nothing = [CallTrace("ev-1", "kubectl_describe", raw="Reason: Error", redacted="Reason: Error"),
-               CallTrace("ev-3", "mcp_logs__search", tool_missing=True)]
+    nothing = [
+        CallTrace("ev-1", "kubectl_describe", raw="Reason: Error", redacted="Reason: Error"),
+        CallTrace("ev-3", "mcp_logs__search", tool_missing=True),
+    ]
     assert measure(scenario, _requests(("ev-1", "Reason: Error")), nothing).losses() == {"no tool": 2}
 
     never_sent = measure(scenario, _requests(), traces)
@@ -138,10 +200,17 @@ def test_recall_finds_facts_in_what_the_model_received_and_says_where_the_others
 def test_an_answer_that_cites_nothing_or_an_unknown_call_fails_the_scenario(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
     requests = _requests(("ev-1", "OOMKilled Limit: 64Mi"))
-    uncited = measure(scenario, requests, [], sections={"Key Findings": "- It is OOM.\n- Limit 64Mi [evidence: ev-1]"},
-                      call_ids=["ev-1"])
+    uncited = measure(
+        scenario,
+        requests,
+        [],
+        sections={"Key Findings": "- It is OOM.\n- Limit 64Mi [evidence: ev-1]"},
+        call_ids=["ev-1"],
+    )
     assert not uncited.covered and uncited.citations == ["Key Findings: cites no tool call"]
-    forged = measure(scenario, requests, [], sections={"Conclusions": "OOM [evidence: ev-1, call_999]"}, call_ids=["ev-1"])
+    forged = measure(
+        scenario, requests, [], sections={"Conclusions": "OOM [evidence: ev-1, call_999]"}, call_ids=["ev-1"]
+    )
     assert not forged.covered and "call_999" in forged.citations[0]
     advice_only = measure(scenario, requests, [], sections={"Next Steps": "raise the limit"}, call_ids=["ev-1"])
     assert advice_only.citations == ["the answer states no findings"]
@@ -152,18 +221,37 @@ def test_the_script_plays_the_plan_and_cites_every_call(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
     script = script_for(scenario, "eval-x")
     assert [[c.name for c in s.tool_calls] for s in script.steps[:-1]] == [
-        ["kubectl_describe", "kubectl_previous_logs"], ["mcp_logs__search"]]
+        ["kubectl_describe", "kubectl_previous_logs"],
+        ["mcp_logs__search"],
+    ]
     assert script.steps[0].tool_calls[1].id == "logs"
-    assert cited_ids(scripted_answer(scenario)) and set(cited_ids(scripted_answer(scenario))) == {"ev-1", "logs", "ev-3"}
+    assert cited_ids(scripted_answer(scenario)) and set(cited_ids(scripted_answer(scenario))) == {
+        "ev-1",
+        "logs",
+        "ev-3",
+    }
     assert "{% raw %}" in (script.steps[-1].content or "")  # braces in facts are not templates
 
 
 def test_table_and_summary_line(tmp_path) -> None:
     scenario = load_scenario(_scenario(tmp_path, SPEC))
-    good = measure(scenario, _requests(("ev-1", "OOMKilled Limit: 64Mi")), [], sections={"Key Findings": "x [evidence: ev-1]"},
-                   call_ids=["ev-1"], tokens=1234, phase="Succeeded")
-    bad = measure(scenario, _requests(), [CallTrace("ev-1", "kubectl_describe", raw="x", redacted="x")],
-                  sections={"Key Findings": "x [evidence: ev-1]"}, call_ids=["ev-1"], phase="Succeeded")
+    good = measure(
+        scenario,
+        _requests(("ev-1", "OOMKilled Limit: 64Mi")),
+        [],
+        sections={"Key Findings": "x [evidence: ev-1]"},
+        call_ids=["ev-1"],
+        tokens=1234,
+        phase="Succeeded",
+    )
+    bad = measure(
+        scenario,
+        _requests(),
+        [CallTrace("ev-1", "kubectl_describe", raw="x", redacted="x")],
+        sections={"Key Findings": "x [evidence: ev-1]"},
+        call_ids=["ev-1"],
+        phase="Succeeded",
+    )
     table = recall_table([good, bad])
     assert table.splitlines()[0].split()[:4] == ["SCENARIO", "RECALL", "TOKENS", "TRUNCATED"]
     assert "1234" in table and "FAIL" in table and "missing 'OOMKilled'" in table
@@ -181,8 +269,19 @@ def test_verdicts_are_parsed_strictly() -> None:
 
 def test_reports_compare_with_an_earlier_one() -> None:
     def row(name: str, passed: bool) -> ScenarioReport:
-        return ScenarioReport(name, "oom", passed, Verdict(passed, [passed], 1.0 if passed else 0.0, "r"), "Succeeded",
-                              3.0, 100, 0.01, 2, 1, 1)
+        return ScenarioReport(
+            name,
+            "oom",
+            passed,
+            Verdict(passed, [passed], 1.0 if passed else 0.0, "r"),
+            "Succeeded",
+            3.0,
+            100,
+            0.01,
+            2,
+            1,
+            1,
+        )
 
     old = build_report("model-a", "model-a", [row("a", False), row("b", True)])
     new = build_report("model-b", "model-a", [row("a", True), row("b", False), row("c", True)])

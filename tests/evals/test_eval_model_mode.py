@@ -16,8 +16,12 @@ from lestrade.evals.__main__ import main
 
 JUDGE = {
     "vars": {"re_found": r"<answer>[\s\S]*OOMKilled[\s\S]*</answer>"},
-    "steps": [{"content": '{"root_cause_found": {{ "true" if match(re_found, text=last_user) else "false" }}, '
-                          '"evidence_cited": [true, false, true], "score": 0.8, "reason": "scripted judge"}'}],
+    "steps": [
+        {
+            "content": '{"root_cause_found": {{ "true" if match(re_found, text=last_user) else "false" }}, '
+            '"evidence_cited": [true, false, true], "score": 0.8, "reason": "scripted judge"}'
+        }
+    ],
 }
 
 
@@ -36,17 +40,41 @@ def test_model_mode_investigates_freely_judges_and_compares(
     judge = f"judge-{uuid.uuid4().hex[:6]}"
     model_server.add_scenario({"name": judge, **JUDGE})
     models = tmp_path / "models.yaml"
-    models.write_text(yaml.safe_dump({"demo": model_server.litellm_params("demo"),
-                                      judge: model_server.litellm_params(judge)}))
+    models.write_text(
+        yaml.safe_dump({"demo": model_server.litellm_params("demo"), judge: model_server.litellm_params(judge)})
+    )
     monkeypatch.setenv("LESTRADE_MODEL_LIST", str(models))
     previous = tmp_path / "previous.json"
-    previous.write_text(json.dumps({"model": "demo", "created": "2026-11-01T00:00:00Z", "pass_rate": 0.0,
-                                    "tokens": 10, "cost": 0.0,
-                                    "results": [{"scenario": "oom-killed", "passed": False}]}))
+    previous.write_text(
+        json.dumps(
+            {
+                "model": "demo",
+                "created": "2026-11-01T00:00:00Z",
+                "pass_rate": 0.0,
+                "tokens": 10,
+                "cost": 0.0,
+                "results": [{"scenario": "oom-killed", "passed": False}],
+            }
+        )
+    )
     reports = tmp_path / "reports"
 
-    code = main(["--model", "demo", "--judge", judge, "--only", "oom-killed", "--kubeconfig",
-                 str(cluster.kubeconfig), "--report", str(reports), "--compare", str(previous)])
+    code = main(
+        [
+            "--model",
+            "demo",
+            "--judge",
+            judge,
+            "--only",
+            "oom-killed",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--report",
+            str(reports),
+            "--compare",
+            str(previous),
+        ]
+    )
 
     assert code == 0
     report = json.loads((reports / "eval-report.json").read_text())

@@ -25,7 +25,9 @@ SECTIONS = {
 def test_each_conclusion_is_checked_against_the_calls_of_the_run() -> None:
     found = findings(SECTIONS, {"call_a", "call_b", "call_c"})
     by_text = {f.text.splitlines()[0]: f for f in found}
-    assert [f.section for f in found] == ["Alert Explanation"] + ["Key Findings"] * 5 + ["Conclusions and Possible Root Causes"]
+    assert [f.section for f in found] == ["Alert Explanation"] + ["Key Findings"] * 5 + [
+        "Conclusions and Possible Root Causes"
+    ]
     assert by_text["Pod web-1 was OOMKilled. [evidence: call_a]"].grounded
     events = by_text["Warning events [evidence: call_b]:"]
     assert events.grounded and "Killing container" in events.text  # nested items belong to their parent

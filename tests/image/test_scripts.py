@@ -24,8 +24,9 @@ def test_scripts_parse_and_stop_on_errors(script: str) -> None:
 
 
 def test_make_targets_call_the_scripts_with_the_charts_image() -> None:
-    dry = subprocess.run(["make", "-n", "image", "e2e-kind"], cwd=REPO, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin"})
+    dry = subprocess.run(
+        ["make", "-n", "image", "e2e-kind"], cwd=REPO, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    )
     assert dry.returncode == 0, dry.stderr
     version = re.search(r'^appVersion: "?([^"\n]+)"?$', (REPO / "charts/lestrade/Chart.yaml").read_text(), re.M)
     assert version is not None

@@ -39,8 +39,9 @@ async def test_requests_are_counted_by_verb_and_code() -> None:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     kube = Kube(client_for(f"http://127.0.0.1:{port}"), FAST)
-    before = {code: sample("lestrade_apiserver_requests_total", verb="PATCH", code=code)
-              for code in ("200", "503", "404")}
+    before = {
+        code: sample("lestrade_apiserver_requests_total", verb="PATCH", code=code) for code in ("200", "503", "404")
+    }
     try:
         await kube.patch("/thing", {"a": 1})  # 503, retried, then 200
         with pytest.raises(ApiException):

@@ -40,8 +40,7 @@ async def complete(
         response = await litellm.acompletion(messages=messages, **params)
         message = response.choices[0].message
         calls = [
-            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-            for c in message.tool_calls or []
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []
         ]
         return Turn(message.content, calls, getattr(message, "reasoning_content", None), response.usage)
     response = await litellm.acompletion(messages=messages, stream=True, **params)

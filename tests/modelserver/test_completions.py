@@ -18,7 +18,11 @@ THREE_CALLS = Step(
     tool_calls=[
         ToolCall(name="kubectl_describe", arguments={"kind": "pod", "name": "web", "namespace": "shop"}),
         ToolCall(name="kubectl_previous_logs", arguments={"name": "web", "namespace": "shop"}),
-        ToolCall(name="kubectl_events", arguments={"resource_type": "pod", "pod_name": "web", "namespace": "shop"}, id="my-id"),
+        ToolCall(
+            name="kubectl_events",
+            arguments={"resource_type": "pod", "pod_name": "web", "namespace": "shop"},
+            id="my-id",
+        ),
     ]
 )
 
@@ -51,7 +55,7 @@ async def test_stream_without_include_usage_sends_no_usage_chunk(model_server, s
             f"{model_server.base_url}/chat/completions",
             json={"model": scenario_name, "messages": USER, "stream": True},
         )
-    events = [line[len("data: "):] for line in response.text.splitlines() if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
     assert response.headers["content-type"].startswith("text/event-stream")
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]

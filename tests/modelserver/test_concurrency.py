@@ -12,7 +12,9 @@ from lestrade.modelserver import ScriptedModelServer
 CONVERSATIONS = 16
 
 
-async def test_concurrent_conversations_are_independent(agent, model_server: ScriptedModelServer, scenario_name: str) -> None:
+async def test_concurrent_conversations_are_independent(
+    agent, model_server: ScriptedModelServer, scenario_name: str
+) -> None:
     model_server.add_scenario(
         {
             "name": scenario_name,
@@ -20,7 +22,9 @@ async def test_concurrent_conversations_are_independent(agent, model_server: Scr
             "steps": [
                 {
                     "latency_ms": 20,
-                    "tool_calls": [{"name": "kubectl_describe", "arguments": {"name": "{{ match(re_pod, text=last_user) }}"}}],
+                    "tool_calls": [
+                        {"name": "kubectl_describe", "arguments": {"name": "{{ match(re_pod, text=last_user) }}"}}
+                    ],
                 },
                 {
                     "stream_chunk_ms": 5,

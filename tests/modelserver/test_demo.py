@@ -102,8 +102,17 @@ async def test_demo_investigates_a_crash_loop(agent, stream: bool) -> None:
     assert answer.startswith("> **Demo model:**")
     headings = [line[2:] for line in answer.splitlines() if line.startswith("# ")]
     assert headings == SECTIONS
-    for fact in ["web-7d9f-abc", "`shop`", "OOMKilled", "137", "128Mi", "registry.example/web:1.4.2",
-                 "fatal: cannot allocate memory", "Back-off restarting failed container", "restarted 6 times"]:
+    for fact in [
+        "web-7d9f-abc",
+        "`shop`",
+        "OOMKilled",
+        "137",
+        "128Mi",
+        "registry.example/web:1.4.2",
+        "fatal: cannot allocate memory",
+        "Back-off restarting failed container",
+        "restarted 6 times",
+    ]:
         assert fact in answer, fact
     assert "**Both**" in answer  # OOMKilled: limit (infra) and memory use (app)
     assert all(turn.reasoning for turn in run.turns[:2])
@@ -135,7 +144,9 @@ async def test_demo_reads_grep_style_rows_without_a_header(agent) -> None:
 
 async def test_demo_says_when_it_found_nothing(agent) -> None:
     cluster = FakeCluster(pods="No resources found")
-    cluster.outputs.update({"kubectl_describe": "Error: pods \"\" not found", "kubectl_previous_logs": "", "kubectl_events": ""})
+    cluster.outputs.update(
+        {"kubectl_describe": 'Error: pods "" not found', "kubectl_previous_logs": "", "kubectl_events": ""}
+    )
     run = await agent("demo", "Something is broken, please help", cluster.tools())
     assert "could not identify a failing pod" in (run.answer or "")
     assert run.answer.startswith("> **Demo model:**")
@@ -165,8 +176,13 @@ async def test_demo_summarizes_for_compaction(agent, llm) -> None:
 
 async def test_demo_answers_structured_output_requests_with_sections(agent) -> None:
     properties = {title: {"type": ["string", "null"]} for title in SECTIONS}
-    response_format = {"type": "json_schema", "json_schema": {"name": "Sections", "schema": {"type": "object", "properties": properties}}}
-    run = await agent("demo", "pod web-7d9f-abc in namespace shop", FakeCluster().tools(), response_format=response_format)
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "Sections", "schema": {"type": "object", "properties": properties}},
+    }
+    run = await agent(
+        "demo", "pod web-7d9f-abc in namespace shop", FakeCluster().tools(), response_format=response_format
+    )
     sections = json.loads(run.answer or "")
     assert list(sections) == SECTIONS and all(sections.values())
     assert sections["Alert Explanation"].startswith("> **Demo model:**")

@@ -58,7 +58,9 @@ def test_stop_releases_a_hanging_request() -> None:
 
     async def call() -> None:
         try:
-            await litellm.acompletion(messages=USER, timeout=30, num_retries=0, max_retries=0, **server.litellm_params("stuck"))
+            await litellm.acompletion(
+                messages=USER, timeout=30, num_retries=0, max_retries=0, **server.litellm_params("stuck")
+            )
         except Exception as exc:  # noqa: BLE001  (any error will do; a hang would not end)
             errors.append(exc)
 

@@ -33,7 +33,9 @@ def history(*tool_outputs: tuple[str, dict, str], user: str = "why is web failin
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                ],
             }
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
@@ -103,7 +105,10 @@ async def test_templates_in_tool_call_arguments(llm, model_server, scenario_name
             "steps": [
                 {
                     "tool_calls": [
-                        {"name": "kubectl_describe", "arguments": {"kind": "pod", "name": "{{ match(re_pod, text=last_user) }}"}},
+                        {
+                            "name": "kubectl_describe",
+                            "arguments": {"kind": "pod", "name": "{{ match(re_pod, text=last_user) }}"},
+                        },
                         {"name": "bash", "arguments": '{"command": "echo {{ last_user | length }}"}'},
                     ]
                 }
@@ -150,17 +155,33 @@ def test_rows_parses_kubectl_tables() -> None:
 
 async def test_markdown_answer_becomes_json_for_structured_output(llm, model_server, scenario_name) -> None:
     model_server.add_scenario(
-        {"name": scenario_name, "steps": ["> note\n\n# Alert Explanation\nweb crashes\n\n## Next Steps\n1. fix\n```sh\n# not a heading\n```\n"]}
+        {
+            "name": scenario_name,
+            "steps": [
+                "> note\n\n# Alert Explanation\nweb crashes\n\n## Next Steps\n1. fix\n```sh\n# not a heading\n```\n"
+            ],
+        }
     )
     schema = {
         "type": "object",
-        "properties": {"alert_explanation": {"type": "string"}, "next_steps": {"type": "string"}, "other": {"type": "string"}},
+        "properties": {
+            "alert_explanation": {"type": "string"},
+            "next_steps": {"type": "string"},
+            "other": {"type": "string"},
+        },
     }
     response_format = {"type": "json_schema", "json_schema": {"name": "Sections", "schema": schema}}
     turn = await llm(scenario_name, [{"role": "user", "content": "x"}], response_format=response_format)
-    assert json.loads(turn.content) == {"alert_explanation": "> note\n\nweb crashes", "next_steps": "1. fix\n```sh\n# not a heading\n```", "other": None}
+    assert json.loads(turn.content) == {
+        "alert_explanation": "> note\n\nweb crashes",
+        "next_steps": "1. fix\n```sh\n# not a heading\n```",
+        "other": None,
+    }
     plain = await llm(scenario_name, [{"role": "user", "content": "x"}], response_format={"type": "json_object"})
-    assert json.loads(plain.content) == {"Alert Explanation": "> note\n\nweb crashes", "Next Steps": "1. fix\n```sh\n# not a heading\n```"}
+    assert json.loads(plain.content) == {
+        "Alert Explanation": "> note\n\nweb crashes",
+        "Next Steps": "1. fix\n```sh\n# not a heading\n```",
+    }
 
 
 def test_scenarios_load_from_yaml_json_and_dicts(tmp_path: Path) -> None:

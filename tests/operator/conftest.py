@@ -24,9 +24,7 @@ def start_operator(
     def start(
         *scenarios: str, models: ModelList | None = None, tools: Any = test_registry, **settings: Any
     ) -> OperatorThread:
-        op = OperatorThread(
-            cluster, namespace, models or model_list(model_server, *scenarios), tools=tools, **settings
-        )
+        op = OperatorThread(cluster, namespace, models or model_list(model_server, *scenarios), tools=tools, **settings)
         started.append(op)
         return op.start()
 

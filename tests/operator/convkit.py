@@ -38,16 +38,18 @@ def create_conv(api_client: k8s.ApiClient, namespace: str, name: str, *asks: str
 
 
 def get_conv(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    return k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, CONV_PLURAL, name
-    )
+    return k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, VERSION, namespace, CONV_PLURAL, name)
 
 
 def ask(api_client: k8s.ApiClient, namespace: str, name: str, text: str) -> dict[str, Any]:
     """What `kubectl patch conv NAME --type json -p '[{"op":"add","path":"/spec/turns/-",...}]'`
     sends."""
     return k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, CONV_PLURAL, name,
+        GROUP,
+        VERSION,
+        namespace,
+        CONV_PLURAL,
+        name,
         [{"op": "add", "path": "/spec/turns/-", "value": {"ask": text}}],
         _content_type="application/json-patch+json",
     )
@@ -57,13 +59,21 @@ def patch_conv_decisions(
     api_client: k8s.ApiClient, namespace: str, name: str, decisions: dict[str, Any]
 ) -> dict[str, Any]:
     return k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, CONV_PLURAL, name, {"spec": {"decisions": decisions}},
+        GROUP,
+        VERSION,
+        namespace,
+        CONV_PLURAL,
+        name,
+        {"spec": {"decisions": decisions}},
         _content_type="application/merge-patch+json",
     )
 
 
 def wait_conv(
-    api_client: k8s.ApiClient, namespace: str, name: str, until: Callable[[dict[str, Any]], bool],
+    api_client: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    until: Callable[[dict[str, Any]], bool],
     timeout: float = 90,
 ) -> dict[str, Any]:
     return watch_phases(api_client, namespace, name, until, timeout, plural=CONV_PLURAL)[0]
@@ -75,9 +85,11 @@ def turn_phases(obj: dict[str, Any]) -> list[str]:
 
 def all_answered(turns: int) -> Callable[[dict[str, Any]], bool]:
     """Every one of `turns` turns is settled (Answered or Failed)."""
+
     def check(obj: dict[str, Any]) -> bool:
         phases = turn_phases(obj)
         return len(phases) >= turns and all(p in ("Answered", "Failed") for p in phases[:turns])
+
     return check
 
 

@@ -155,7 +155,9 @@ def check_slack_message(message: dict[str, Any]) -> None:
                 if "value" in element:
                     assert isinstance(element["value"], str) and len(element["value"]) <= 2000, f"{ew}: value ≤ 2000"
                 if "url" in element:
-                    assert element["url"].startswith(("http://", "https://")) and len(element["url"]) <= 3000, f"{ew}: url"
+                    assert element["url"].startswith(("http://", "https://")) and len(element["url"]) <= 3000, (
+                        f"{ew}: url"
+                    )
                 if "style" in element:
                     assert element["style"] in ("primary", "danger"), f"{ew}: style primary or danger"
         elif kind == "context":
@@ -187,11 +189,25 @@ def check_teams_message(message: dict[str, Any]) -> None:
     for i, element in enumerate(card["body"]):
         if element["type"] == "TextBlock":
             assert isinstance(element.get("text"), str) and element["text"], f"body[{i}]: TextBlock text"
-            assert set(element) <= {"type", "text", "wrap", "size", "weight", "color", "separator", "isSubtle", "spacing"}
+            assert set(element) <= {
+                "type",
+                "text",
+                "wrap",
+                "size",
+                "weight",
+                "color",
+                "separator",
+                "isSubtle",
+                "spacing",
+            }
         elif element["type"] == "FactSet":
             for fact in element["facts"]:
                 assert set(fact) == {"title", "value"} and all(isinstance(v, str) for v in fact.values())
         else:
             raise AssertionError(f"body[{i}]: an element type this check does not know: {element['type']}")
     for action in card.get("actions") or []:
-        assert action["type"] == "Action.OpenUrl" and action.get("title") and action["url"].startswith(("http://", "https://"))
+        assert (
+            action["type"] == "Action.OpenUrl"
+            and action.get("title")
+            and action["url"].startswith(("http://", "https://"))
+        )

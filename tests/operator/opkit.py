@@ -69,9 +69,7 @@ HERE = Path(__file__).parent
 def _marker(api_client: k8s.ApiClient, namespace: str, label: str, tag: str) -> None:
     k8s.CoreV1Api(api_client).create_namespaced_config_map(
         namespace,
-        k8s.V1ConfigMap(
-            metadata=k8s.V1ObjectMeta(generate_name=f"{label.split('/')[-1]}-", labels={label: tag})
-        ),
+        k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(generate_name=f"{label.split('/')[-1]}-", labels={label: tag})),
     )
 
 
@@ -357,34 +355,40 @@ def create_inv(api_client: k8s.ApiClient, namespace: str, name: str, **spec: Any
 
 
 def get_inv(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    return k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
+    return k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
 
-def patch_decisions(
-    api_client: k8s.ApiClient, namespace: str, name: str, decisions: dict[str, Any]
-) -> dict[str, Any]:
+def patch_decisions(api_client: k8s.ApiClient, namespace: str, name: str, decisions: dict[str, Any]) -> dict[str, Any]:
     """What `kubectl patch inv NAME --type merge -p '{"spec":{"decisions":...}}'` sends."""
     return k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, {"spec": {"decisions": decisions}},
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        {"spec": {"decisions": decisions}},
         _content_type="application/merge-patch+json",
     )
 
 
 def resource_version(api_client: k8s.ApiClient, namespace: str) -> str:
     """The namespace's current Investigation list version: watch from here to see everything."""
-    return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, limit=1
-    )["metadata"]["resourceVersion"]
+    return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, limit=1)[
+        "metadata"
+    ]["resourceVersion"]
 
 
 __all__.append("resource_version")
 
 
 def watch_phases(
-    api_client: k8s.ApiClient, namespace: str, name: str, until: Callable[[dict[str, Any]], bool],
-    timeout: float = 60, since: str | None = None, plural: str = PLURAL,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    until: Callable[[dict[str, Any]], bool],
+    timeout: float = 60,
+    since: str | None = None,
+    plural: str = PLURAL,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Watches the object until `until(obj)`; returns it and every version seen on the way.
 
@@ -417,9 +421,15 @@ def watch_phases(
                 f"version(s); last status: {json.dumps((last or {}).get('status'), indent=1)[:3000]}"
             )
         stream = watch.Watch().stream(
-            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-            field_selector=f"metadata.name={name}", resource_version=version,
-            timeout_seconds=max(1, int(left)), allow_watch_bookmarks=False,
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            field_selector=f"metadata.name={name}",
+            resource_version=version,
+            timeout_seconds=max(1, int(left)),
+            allow_watch_bookmarks=False,
         )
         for event in stream:
             obj = event["object"]
@@ -433,7 +443,10 @@ def watch_phases(
 
 
 def wait_inv(
-    api_client: k8s.ApiClient, namespace: str, name: str, until: Callable[[dict[str, Any]], bool],
+    api_client: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    until: Callable[[dict[str, Any]], bool],
     timeout: float = 60,
 ) -> dict[str, Any]:
     return watch_phases(api_client, namespace, name, until, timeout)[0]
@@ -447,9 +460,7 @@ __all__.append("phase_is")
 
 
 def count_effects(api_client: k8s.ApiClient, namespace: str, label: str, tag: str) -> int:
-    found = k8s.CoreV1Api(api_client).list_namespaced_config_map(
-        namespace, label_selector=f"{label}={tag}"
-    )
+    found = k8s.CoreV1Api(api_client).list_namespaced_config_map(namespace, label_selector=f"{label}={tag}")
     return len(found.items)
 
 
@@ -478,27 +489,29 @@ def transcript_messages(api_client: k8s.ApiClient, obj: dict[str, Any]) -> Any:
 
 
 def events_for(api_client: k8s.ApiClient, namespace: str, name: str) -> list[Any]:
-    found = k8s.CoreV1Api(api_client).list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name}"
-    )
+    found = k8s.CoreV1Api(api_client).list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
     return list(found.items)
 
 
-def wait_event(api_client: k8s.ApiClient, namespace: str, name: str, *reasons: str,
-               timeout: float = 30) -> list[Any]:
+def wait_event(api_client: k8s.ApiClient, namespace: str, name: str, *reasons: str, timeout: float = 30) -> list[Any]:
     """Watches the Events about `name` until one of each reason arrived (they are posted in
     the background, so they may land after the status that announced the milestone)."""
     core = k8s.CoreV1Api(api_client)
     missing, seen = set(reasons), []
-    stream = watch.Watch().stream(core.list_namespaced_event, namespace,
-                                  field_selector=f"involvedObject.name={name}", timeout_seconds=int(timeout))
+    stream = watch.Watch().stream(
+        core.list_namespaced_event,
+        namespace,
+        field_selector=f"involvedObject.name={name}",
+        timeout_seconds=int(timeout),
+    )
     for event in stream:
         seen.append(event["object"])
         missing.discard(event["object"].reason)
         if not missing:
             return seen
-    raise TimeoutError(f"no {sorted(missing)} Event for {namespace}/{name} in {timeout}s; "
-                       f"saw {[e.reason for e in seen]}")
+    raise TimeoutError(
+        f"no {sorted(missing)} Event for {namespace}/{name} in {timeout}s; saw {[e.reason for e in seen]}"
+    )
 
 
 __all__.append("wait_event")
@@ -555,8 +568,7 @@ UNSCHEDULABLE = {"spec": {"nodeSelector": {"lestrade.test/no-such-node": "true"}
 def jobs_of(api_client: k8s.ApiClient, namespace: str, uid: str) -> list[Any]:
     from lestrade.operator.runs.jobs import RUN_UID_LABEL
 
-    return k8s.BatchV1Api(api_client).list_namespaced_job(
-        namespace, label_selector=f"{RUN_UID_LABEL}={uid}").items
+    return k8s.BatchV1Api(api_client).list_namespaced_job(namespace, label_selector=f"{RUN_UID_LABEL}={uid}").items
 
 
 __all__ += ["UNSCHEDULABLE", "jobs_of"]

@@ -21,8 +21,15 @@ from lestrade.resources import GROUP
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 from lestrade.testing.rbac import grant_lestrade_role as grant_kinds
 
-__all__ = ["Tenancy", "tenancy_setup", "make_tenant", "tenant_client", "other_namespace",
-           "install_requester_policies", "grant_kinds"]
+__all__ = [
+    "Tenancy",
+    "tenancy_setup",
+    "make_tenant",
+    "tenant_client",
+    "other_namespace",
+    "install_requester_policies",
+    "grant_kinds",
+]
 
 _policies_installed = threading.Lock()
 _installed: list[bool] = []
@@ -33,6 +40,7 @@ def install_requester_policies(api_client: k8s.ApiClient, namespace: str) -> Non
     the mutating one: a new object gets the annotation without asking for it."""
     with _policies_installed:
         if not _installed:
+
             async def apply() -> tuple[bool, bool]:
                 kube = Kube(api_client)
                 try:
@@ -78,13 +86,18 @@ class Tenancy:
         return self.policy
 
     def settings(self) -> dict[str, Any]:
-        return {"tools_service_account": self.tools_account, "scopes_namespace": self.scopes_namespace,
-                "scope_policy": self.policy}
+        return {
+            "tools_service_account": self.tools_account,
+            "scopes_namespace": self.scopes_namespace,
+            "scope_policy": self.policy,
+        }
 
     def close(self) -> None:
         rbac, core = k8s.RbacAuthorizationV1Api(self.api_client), k8s.CoreV1Api(self.api_client)
-        for name in (f"lestrade-tools-read-{self.namespace}-lestrade-tools",
-                     f"lestrade-tools-read-cluster-{self.scopes_namespace}"):
+        for name in (
+            f"lestrade-tools-read-{self.namespace}-lestrade-tools",
+            f"lestrade-tools-read-cluster-{self.scopes_namespace}",
+        ):
             try:
                 rbac.delete_cluster_role_binding(name)
             except k8s.ApiException as exc:
@@ -105,8 +118,12 @@ def tenancy_setup(api_client: k8s.ApiClient, namespace: str) -> Iterator[Tenancy
 def make_tenant(cluster: Any, api_client: k8s.ApiClient, namespace: str, account: str = "tenant") -> str:
     """A ServiceAccount that may create and read Investigations and Conversations in `namespace`
     only; returns its user name."""
-    grant_kinds(api_client, namespace, account, [("investigations", ["create", "get", "list", "patch"]),
-                                                 ("conversations", ["create", "get", "list", "patch"])])
+    grant_kinds(
+        api_client,
+        namespace,
+        account,
+        [("investigations", ["create", "get", "list", "patch"]), ("conversations", ["create", "get", "list", "patch"])],
+    )
     return f"system:serviceaccount:{namespace}:{account}"
 
 
@@ -128,11 +145,16 @@ def other_namespace(api_client: k8s.ApiClient, fact: str) -> Iterator[str]:
     name = f"tenant-b-{uuid.uuid4().hex[:6]}"
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"lestrade.dev/test": "true"})))
     try:
-        core.create_namespaced_pod(name, k8s.V1Pod(
-            metadata=k8s.V1ObjectMeta(name="payroll", annotations={"team-b/plan": fact}),
-            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="payroll:1")],
-                               node_selector={"lestrade.test/no-such-node": "true"}),
-        ))
+        core.create_namespaced_pod(
+            name,
+            k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name="payroll", annotations={"team-b/plan": fact}),
+                spec=k8s.V1PodSpec(
+                    containers=[k8s.V1Container(name="app", image="payroll:1")],
+                    node_selector={"lestrade.test/no-such-node": "true"},
+                ),
+            ),
+        )
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")

@@ -24,13 +24,17 @@ SCHEMA = json.loads((Path(__file__).parents[2] / "docs/schemas/delivery-v1.json"
 HOSTILE = "<!channel> please <https://evil.example|click the docs> & [docs](https://evil.example) **now**"
 
 
-def investigation(phase: str = "Succeeded", *, deliver: list[dict[str, Any]] | None = None, **status: Any) -> dict[str, Any]:
+def investigation(
+    phase: str = "Succeeded", *, deliver: list[dict[str, Any]] | None = None, **status: Any
+) -> dict[str, Any]:
     return {
         "kind": "Investigation",
         "metadata": {"name": "web-down", "namespace": "shop", "uid": "u-1", "resourceVersion": "7"},
         "spec": {"title": "KubePodCrashLooping on shop/web-1", "deliver": deliver or [{"destination": "ops"}]},
         "status": {
-            "phase": phase, "model": "gpt-x", "analysis": "The pod crashes: OOMKilled.",
+            "phase": phase,
+            "model": "gpt-x",
+            "analysis": "The pod crashes: OOMKilled.",
             "sections": {"Findings": "OOMKilled at 512Mi. " + HOSTILE, "Next steps": "Raise the limit"},
             "usage": {"promptTokens": 100, "completionTokens": 20, "totalTokens": 120, "cost": 0.0123},
             "conditions": [{"type": "Succeeded", "status": "True", "reason": "Completed"}],
@@ -62,7 +66,11 @@ def test_payloads_follow_the_published_schema(body: dict[str, Any]) -> None:
 
 def test_the_schema_refuses_what_v1_does_not_say() -> None:
     payload = build_payload(investigation(), due_messages(investigation())[0])
-    for broken in ({**payload, "version": "v2"}, {**payload, "status": "done"}, {k: v for k, v in payload.items() if k != "id"}):
+    for broken in (
+        {**payload, "version": "v2"},
+        {**payload, "status": "done"},
+        {k: v for k, v in payload.items() if k != "id"},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, SCHEMA)
 
@@ -85,7 +93,14 @@ def test_slack_approval_buttons_name_the_run_and_the_exact_call() -> None:
     buttons = [e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if "value" in e]
     assert [b["action_id"] for b in buttons] == [APPROVE_ACTION, DENY_ACTION] * 2
     values = [json.loads(b["value"]) for b in buttons]
-    assert values[0] == {"kind": "Investigation", "namespace": "shop", "name": "web-down", "uid": "u-1", "call": "call-1", "digest": "sha256:ab"}
+    assert values[0] == {
+        "kind": "Investigation",
+        "namespace": "shop",
+        "name": "web-down",
+        "uid": "u-1",
+        "call": "call-1",
+        "digest": "sha256:ab",
+    }
     assert values[2]["call"] == "call-2"
     decided = decided_message(payload, "alice@example.com", approved=True)
     check_slack_message(decided)
@@ -103,7 +118,15 @@ def test_slack_long_results_stay_within_the_limits() -> None:
     assert any(e.get("url") for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])
 
 
-@pytest.mark.parametrize("body", [investigation(), investigation("Failed", message="x"), awaiting(), investigation(sections={"A": "z" * 60_000}, analysis="a" * 60_000)])
+@pytest.mark.parametrize(
+    "body",
+    [
+        investigation(),
+        investigation("Failed", message="x"),
+        awaiting(),
+        investigation(sections={"A": "z" * 60_000}, analysis="a" * 60_000),
+    ],
+)
 def test_teams_messages_are_adaptive_cards_teams_renders(body: dict[str, Any]) -> None:
     message = teams_message(build_payload(body, due_messages(body)[0], console_url="https://lestrade.example"))
     check_teams_message(message)
@@ -124,21 +147,28 @@ def test_signatures_cover_timestamp_and_body() -> None:
     assert not verify(b"k", str(now - 600), body, sign(b"k", now - 600, body), now=now)  # a replay
 
 
-@pytest.mark.parametrize(("answer", "sections", "found"), [
-    ("Nothing found.", None, False),
-    ("**None**", None, False),
-    ("No issues found: every pod is ready.", None, False),
-    ("The pod web-1 crash-loops.", None, True),
-    ("long text", {"Findings": "None."}, False),
-    ("", {"Findings": "web-1 is OOMKilled"}, True),
-    ("Nonetheless web-1 fails.", None, True),
-])
+@pytest.mark.parametrize(
+    ("answer", "sections", "found"),
+    [
+        ("Nothing found.", None, False),
+        ("**None**", None, False),
+        ("No issues found: every pod is ready.", None, False),
+        ("The pod web-1 crash-loops.", None, True),
+        ("long text", {"Findings": "None."}, False),
+        ("", {"Findings": "web-1 is OOMKilled"}, True),
+        ("Nonetheless web-1 fails.", None, True),
+    ],
+)
 def test_what_counts_as_a_finding(answer: str, sections: dict[str, str] | None, found: bool) -> None:
     assert has_finding(answer, sections) is found
 
 
 def test_conditions_decide_what_is_due() -> None:
-    targets = [{"destination": "all"}, {"destination": "fail", "when": "OnFailure"}, {"destination": "find", "when": "OnFinding"}]
+    targets = [
+        {"destination": "all"},
+        {"destination": "fail", "when": "OnFailure"},
+        {"destination": "find", "when": "OnFinding"},
+    ]
     quiet = investigation(deliver=targets, sections={"Findings": "None"})
     assert [d.destination for d in due_messages(quiet)] == ["all"]
     found = investigation(deliver=targets)
@@ -153,9 +183,15 @@ def test_conditions_decide_what_is_due() -> None:
 
 def test_a_conversation_owes_its_latest_turn_only() -> None:
     body = {
-        "kind": "Conversation", "metadata": {"name": "c", "namespace": "n", "uid": "u"},
+        "kind": "Conversation",
+        "metadata": {"name": "c", "namespace": "n", "uid": "u"},
         "spec": {"turns": [{"ask": "a"}, {"ask": "b"}], "deliver": [{"destination": "ops"}]},
-        "status": {"turns": [{"ask": "a", "phase": "Answered", "answer": "x"}, {"ask": "b", "phase": "Answered", "answer": "y"}]},
+        "status": {
+            "turns": [
+                {"ask": "a", "phase": "Answered", "answer": "x"},
+                {"ask": "b", "phase": "Answered", "answer": "y"},
+            ]
+        },
     }
     (due,) = due_messages(body)
     assert (due.id, due.turn) == ("u/turn-1/ops", 1)
@@ -180,13 +216,24 @@ def test_alert_routes_and_schedules_pass_their_destinations_on() -> None:
     from lestrade.triggers.dispatch import investigation_manifest
 
     deliver = [{"destination": "ops", "when": "OnFinding"}]
-    route = AlertRoute.model_validate({
-        "metadata": {"name": "crash", "namespace": "shop"},
-        "spec": {"matchers": [], "alertNamespace": "Any", "investigation": {"title": "{{ labels.alertname }}", "deliver": deliver}},
-    })
-    alert = Alert(labels={"alertname": "KubePodCrashLooping"}, given_fingerprint="f", starts_at=datetime(2026, 1, 1, tzinfo=UTC))
+    route = AlertRoute.model_validate(
+        {
+            "metadata": {"name": "crash", "namespace": "shop"},
+            "spec": {
+                "matchers": [],
+                "alertNamespace": "Any",
+                "investigation": {"title": "{{ labels.alertname }}", "deliver": deliver},
+            },
+        }
+    )
+    alert = Alert(
+        labels={"alertname": "KubePodCrashLooping"}, given_fingerprint="f", starts_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
     assert investigation_manifest(route, "crash-x", alert)["spec"]["deliver"] == deliver
-    schedule = ScheduledInvestigation.model_validate({
-        "metadata": {"name": "daily"}, "spec": {"schedule": "@daily", "investigation": {"title": "healthy?", "deliver": deliver}},
-    })
+    schedule = ScheduledInvestigation.model_validate(
+        {
+            "metadata": {"name": "daily"},
+            "spec": {"schedule": "@daily", "investigation": {"title": "healthy?", "deliver": deliver}},
+        }
+    )
     assert schedule.spec.investigation.to_wire()["deliver"] == deliver

@@ -38,8 +38,9 @@ def _offered(hub: McpHub, namespace: str, requester: Requester | None) -> list[s
 
 
 def test_own_namespace_and_shared_servers_only() -> None:
-    hub = _hub("team-a/grafana", "team-a/logs", "platform/grafana", "platform/pagerduty", "tools/time",
-               "team-c/secret-stuff")
+    hub = _hub(
+        "team-a/grafana", "team-a/logs", "platform/grafana", "platform/pagerduty", "tools/time", "team-c/secret-stuff"
+    )
     nobody = None
     sre = Requester(username="ann", groups=["sre"])
     # The run's own server named grafana wins over the shared one of that name.

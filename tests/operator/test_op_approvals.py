@@ -32,19 +32,29 @@ def fix(call_id: str, namespace: str, tag: str) -> ToolCall:
 
 
 def test_approve_deny_partial_and_bogus_decisions(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     install_policy(api_client, namespace)
     tag_a, tag_b = f"{scenario_name}-a", f"{scenario_name}-b"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[
-            fix("fix-a", namespace, tag_a),
-            fix("fix-b", namespace, tag_b),
-            ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace}),
-        ]),
-        Step(content="Applied fix A; fix B was refused."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        fix("fix-a", namespace, tag_a),
+                        fix("fix-b", namespace, tag_b),
+                        ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace}),
+                    ]
+                ),
+                Step(content="Applied fix A; fix B was refused."),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "needs-ok")
 
@@ -52,7 +62,9 @@ def test_approve_deny_partial_and_bogus_decisions(
     status = paused["status"]
     assert status["phase"] == "AwaitingApproval"
     assert [(p["toolCallId"], p["toolName"]) for p in status["pendingApprovals"]] == [
-        ("fix-a", "apply_fix"), ("fix-b", "apply_fix")]
+        ("fix-a", "apply_fix"),
+        ("fix-b", "apply_fix"),
+    ]
     assert status["pendingApprovals"][0]["params"] == {"namespace": namespace, "tag": tag_a}
     assert status["pendingApprovals"][0]["description"] == f"apply fix {tag_a} in {namespace}"
     assert conditions(paused)["AwaitingApproval"]["status"] == "True"
@@ -71,8 +83,9 @@ def test_approve_deny_partial_and_bogus_decisions(
 
     # A partial decision is recorded but the run keeps waiting for the rest.
     patch_decisions(api_client, namespace, "needs-ok", {"fix-a": {"approved": True}})
-    waiting = wait_inv(api_client, namespace, "needs-ok",
-                       lambda o: "1 of 2 decided" in (o.get("status") or {}).get("message", ""))
+    waiting = wait_inv(
+        api_client, namespace, "needs-ok", lambda o: "1 of 2 decided" in (o.get("status") or {}).get("message", "")
+    )
     assert waiting["status"]["phase"] == "AwaitingApproval"
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag_a) == 0
     # Each pending call shows the digest of its name and arguments; decisions are bound to it.
@@ -85,7 +98,10 @@ def test_approve_deny_partial_and_bogus_decisions(
     assert conditions(done)["AwaitingApproval"]["status"] == "False"
     assert done["status"]["pendingApprovals"] == []
     assert {c["id"]: c["status"] for c in done["status"]["toolCalls"]} == {
-        "look": "success", "fix-a": "success", "fix-b": "denied"}
+        "look": "success",
+        "fix-a": "success",
+        "fix-b": "denied",
+    }
 
     # The approved call ran once, with the stored arguments; the denied one never ran.
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag_a) == 1
@@ -96,8 +112,10 @@ def test_approve_deny_partial_and_bogus_decisions(
     results = {m["tool_call_id"]: m["content"] for m in state.messages if m["role"] == "tool"}
     assert results["fix-a"] == f"fix {tag_a} applied"
     assert "denied" in results["fix-b"] and "not in prod" in results["fix-b"]
-    assert state.decisions == {"fix-a": {"approved": True, "reason": None, "digest": digests["fix-a"]},
-                               "fix-b": {"approved": False, "reason": "not in prod", "digest": digests["fix-b"]}}
+    assert state.decisions == {
+        "fix-a": {"approved": True, "reason": None, "digest": digests["fix-a"]},
+        "fix-b": {"approved": False, "reason": "not in prod", "digest": digests["fix-b"]},
+    }
     last_request = model_server.requests(scenario_name)[-1]["messages"]
     assert any(m.get("tool_call_id") == "fix-b" and "not in prod" in str(m.get("content")) for m in last_request)
 
@@ -108,20 +126,29 @@ def test_approve_deny_partial_and_bogus_decisions(
 
 
 def test_decisions_that_name_no_pending_call_are_reported_by_the_operator(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     # Decisions written at creation are not checked by admission (nothing was pending yet),
     # so the operator itself must say that it ignores them.
     tag = f"{scenario_name}-x"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[fix("fix-1", namespace, tag)]),
-        Step(content="done"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[fix("fix-1", namespace, tag)]),
+                Step(content="done"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "ghostly", decisions={"ghost": {"approved": True}})
-    flagged = wait_inv(api_client, namespace, "ghostly",
-                       lambda o: conditions(o).get("DecisionsAccepted", {}).get("status") == "False")
+    flagged = wait_inv(
+        api_client, namespace, "ghostly", lambda o: conditions(o).get("DecisionsAccepted", {}).get("status") == "False"
+    )
     assert flagged["status"]["phase"] == "AwaitingApproval"
     assert "ghost is not a tool call of this investigation" in conditions(flagged)["DecisionsAccepted"]["message"]
     wait_event(api_client, namespace, "ghostly", "InvalidDecision")
@@ -132,14 +159,22 @@ def test_decisions_that_name_no_pending_call_are_reported_by_the_operator(
 
 
 def test_with_approvals_off_such_calls_become_errors_for_the_model(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     tag = f"{scenario_name}-off"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[fix("fix-1", namespace, tag)]),
-        Step(content="I could not apply the fix; run it yourself."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[fix("fix-1", namespace, tag)]),
+                Step(content="I could not apply the fix; run it yourself."),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "no-approvals", enableToolApproval=False)
     done = wait_inv(api_client, namespace, "no-approvals", phase_is("Succeeded", "Failed"))
@@ -153,18 +188,35 @@ def test_with_approvals_off_such_calls_become_errors_for_the_model(
 
 
 def test_the_real_write_tool_runs_once_approved(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     core = k8s.CoreV1Api(api_client)
-    core.create_namespaced_pod(namespace, k8s.V1Pod(
-        metadata=k8s.V1ObjectMeta(name="stuck"),
-        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="shop/web:1.4")])))
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="del-1", name="kubectl_delete_pod",
-                                  arguments={"namespace": namespace, "name": "stuck"})]),
-        Step(content="Deleted the stuck pod."),
-    ]))
+    core.create_namespaced_pod(
+        namespace,
+        k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(name="stuck"),
+            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="shop/web:1.4")]),
+        ),
+    )
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="del-1", name="kubectl_delete_pod", arguments={"namespace": namespace, "name": "stuck"}
+                        )
+                    ]
+                ),
+                Step(content="Deleted the stuck pod."),
+            ],
+        )
+    )
     # The product's own registry, with the write actions switched on.
     start_operator(scenario_name, tools=None, enable_write_tools=True)
     create_inv(api_client, namespace, "unstick")
@@ -182,17 +234,25 @@ def test_the_real_write_tool_runs_once_approved(
 
 
 def test_an_approval_never_carries_over_to_a_later_call_with_the_same_provider_id(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     # A provider that calls every tool call `call_0`: the approval of the first fix stays in
     # spec.decisions, and must not run the second one.
     tag_1, tag_2 = f"{scenario_name}-1", f"{scenario_name}-2"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[fix("call_0", namespace, tag_1)]),
-        Step(tool_calls=[fix("call_0", namespace, tag_2)]),
-        Step(content="done"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[fix("call_0", namespace, tag_1)]),
+                Step(tool_calls=[fix("call_0", namespace, tag_2)]),
+                Step(content="done"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "same-ids")
     paused = wait_inv(api_client, namespace, "same-ids", phase_is("AwaitingApproval", "Failed"))
@@ -213,14 +273,22 @@ def test_an_approval_never_carries_over_to_a_later_call_with_the_same_provider_i
 
 
 def test_a_decision_carrying_another_digest_is_not_applied(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     tag = f"{scenario_name}-d"
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[fix("fix-1", namespace, tag)]),
-        Step(content="{{ tool_output('apply_fix') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[fix("fix-1", namespace, tag)]),
+                Step(content="{{ tool_output('apply_fix') }}"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "digests")
     wait_inv(api_client, namespace, "digests", phase_is("AwaitingApproval", "Failed"))

@@ -19,11 +19,20 @@ def probe(namespace: str, tag: str) -> ToolCall:
 
 def spending(namespace: str, scenario: str) -> Scenario:
     """Two tool steps of 600 tokens each, then an answer."""
-    return Scenario(name=scenario, steps=[
-        Step(tool_calls=[probe(namespace, "one")], usage=Usage(prompt_tokens=500, completion_tokens=100, total_tokens=600)),
-        Step(tool_calls=[probe(namespace, "two")], usage=Usage(prompt_tokens=500, completion_tokens=100, total_tokens=600)),
-        Step(content="# Alert Explanation\nnever reached", usage=Usage(total_tokens=600)),
-    ])
+    return Scenario(
+        name=scenario,
+        steps=[
+            Step(
+                tool_calls=[probe(namespace, "one")],
+                usage=Usage(prompt_tokens=500, completion_tokens=100, total_tokens=600),
+            ),
+            Step(
+                tool_calls=[probe(namespace, "two")],
+                usage=Usage(prompt_tokens=500, completion_tokens=100, total_tokens=600),
+            ),
+            Step(content="# Alert Explanation\nnever reached", usage=Usage(total_tokens=600)),
+        ],
+    )
 
 
 def succeeded(obj: dict[str, Any]) -> dict[str, Any]:
@@ -43,15 +52,20 @@ def test_a_run_stops_when_it_passes_its_token_limit_and_keeps_its_findings(
     # stopped before a third model call; both steps' tool calls and the usage are kept
     assert len(model_server.requests(scenario_name)) == 2
     assert [(c["name"], c["status"]) for c in done["status"]["toolCalls"]] == [
-        ("slow_probe", "success"), ("slow_probe", "success")]
+        ("slow_probe", "success"),
+        ("slow_probe", "success"),
+    ]
     assert done["status"]["usage"]["totalTokens"] == 1200
 
 
 def test_an_answer_that_passes_the_limit_is_kept(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="# Alert Explanation\nAll fine.", usage=Usage(total_tokens=5000))]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name, steps=[Step(content="# Alert Explanation\nAll fine.", usage=Usage(total_tokens=5000))]
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "answered", maxTokens=100)
     done = wait_inv(api_client, namespace, "answered", phase_is("Succeeded", "Failed"), timeout=60)
@@ -62,7 +76,9 @@ def test_a_namespace_spend_limit_stops_a_run_and_refuses_the_next(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
 ) -> None:
     core = k8s.CoreV1Api(api_client)
-    core.patch_namespace(namespace, {"metadata": {"annotations": {"lestrade.dev/spend-limit": "tokens=1000,window=1h"}}})
+    core.patch_namespace(
+        namespace, {"metadata": {"annotations": {"lestrade.dev/spend-limit": "tokens=1000,window=1h"}}}
+    )
     model_server.add_scenario(spending(namespace, scenario_name))
     start_operator(scenario_name, spend_ledger_namespace=namespace)
     create_inv(api_client, namespace, "first")
@@ -85,8 +101,12 @@ def test_a_namespace_spend_limit_stops_a_run_and_refuses_the_next(
     assert sum(int(v.split()[0]) for v in ledger.data.values()) == 1200
     assert REGISTRY.get_sample_value("lestrade_namespace_spend_tokens", {"namespace": namespace}) == 1200
     assert REGISTRY.get_sample_value("lestrade_namespace_spend_limit_tokens", {"namespace": namespace}) == 1000
-    assert REGISTRY.get_sample_value(
-        "lestrade_budget_stops_total", {"kind": "Investigation", "reason": "NamespaceBudgetExhausted"}) >= 2
+    assert (
+        REGISTRY.get_sample_value(
+            "lestrade_budget_stops_total", {"kind": "Investigation", "reason": "NamespaceBudgetExhausted"}
+        )
+        >= 2
+    )
 
 
 def test_a_conversations_limit_applies_to_each_turn(
@@ -94,12 +114,17 @@ def test_a_conversations_limit_applies_to_each_turn(
 ) -> None:
     from convkit import all_answered, ask, create_conv, wait_conv
 
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe(namespace, "one")], usage=Usage(total_tokens=600)),
-        Step(tool_calls=[probe(namespace, "two")], usage=Usage(total_tokens=600)),
-        Step(tool_calls=[probe(namespace, "three")], usage=Usage(total_tokens=300)),
-        Step(content="All fine.", usage=Usage(total_tokens=100)),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe(namespace, "one")], usage=Usage(total_tokens=600)),
+                Step(tool_calls=[probe(namespace, "two")], usage=Usage(total_tokens=600)),
+                Step(tool_calls=[probe(namespace, "three")], usage=Usage(total_tokens=300)),
+                Step(content="All fine.", usage=Usage(total_tokens=100)),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "chat", "Is anything broken?", maxTokens=1000)
     first = wait_conv(api_client, namespace, "chat", all_answered(1))

@@ -68,8 +68,7 @@ class Snapshot:
 
 
 def _all(api_client: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:
-    return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL)["items"]
+    return k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
 
 
 def _snapshot(api_client: k8s.ApiClient, namespace: str, objs: list[dict[str, Any]] | None = None) -> Snapshot:
@@ -94,9 +93,12 @@ def _snapshot(api_client: k8s.ApiClient, namespace: str, objs: list[dict[str, An
 def _approve_pending(api_client: k8s.ApiClient, namespace: str, objs: list[dict[str, Any]]) -> None:
     for obj in objs:
         status = obj.get("status") or {}
-        decided = (obj["spec"].get("decisions") or {})
-        new = {p["toolCallId"]: {"approved": True} for p in status.get("pendingApprovals") or []
-               if p["toolCallId"] not in decided}
+        decided = obj["spec"].get("decisions") or {}
+        new = {
+            p["toolCallId"]: {"approved": True}
+            for p in status.get("pendingApprovals") or []
+            if p["toolCallId"] not in decided
+        }
         if new:
             try:
                 patch_decisions(api_client, namespace, obj["metadata"]["name"], new)
@@ -112,23 +114,47 @@ def _settled(objs: list[dict[str, Any]]) -> bool:
 @pytest.mark.timeout(600)  # four operator processes start, each importing litellm, on 2 shared cores
 @pytest.mark.parametrize("seed", [7])
 def test_kill_nine_again_and_again_loses_no_evidence(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path, seed: int,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
+    seed: int,
 ) -> None:
     rng = random.Random(seed)
-    model_server.add_scenario(Scenario(name=scenario_name, vars={
-        "pattern": "chaos (run[0-9]+)", "tag": "{{ match(pattern, text=first_user) }}",
-    }, steps=[
-        Step(tool_calls=[
-            ToolCall(id="read", name="read_probe",
-                     arguments={"namespace": namespace, "tag": "{{ tag }}", "seconds": 1.0}),
-            ToolCall(id="probe", name="slow_probe",
-                     arguments={"namespace": namespace, "tag": "{{ tag }}", "seconds": 0.5}),
-            ToolCall(id="fix", name="apply_fix",
-                     arguments={"namespace": namespace, "tag": "{{ tag }}", "hold_seconds": 0.5}),
-        ]),
-        Step(content="Read, probed and fixed.", latency_ms=200),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            vars={
+                "pattern": "chaos (run[0-9]+)",
+                "tag": "{{ match(pattern, text=first_user) }}",
+            },
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="read",
+                            name="read_probe",
+                            arguments={"namespace": namespace, "tag": "{{ tag }}", "seconds": 1.0},
+                        ),
+                        ToolCall(
+                            id="probe",
+                            name="slow_probe",
+                            arguments={"namespace": namespace, "tag": "{{ tag }}", "seconds": 0.5},
+                        ),
+                        ToolCall(
+                            id="fix",
+                            name="apply_fix",
+                            arguments={"namespace": namespace, "tag": "{{ tag }}", "hold_seconds": 0.5},
+                        ),
+                    ]
+                ),
+                Step(content="Read, probed and fixed.", latency_ms=200),
+            ],
+        )
+    )
     n = iter(range(1, 1000))
     op = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, next(n))
     tags = [f"run{i:03d}" for i in range(RUNS)]
@@ -192,8 +218,10 @@ def test_kill_nine_again_and_again_loses_no_evidence(
                     never_launched_no_effect[call] += 1
             if call not in READ_ONLY:
                 assert ran <= 1, (call, tag, ran)  # no action ran twice
-    print(f"kills {kills} (in flight: {live_kills}); ran once but reported unknown {dict(unknown_but_ran)}; "
-          f"never took effect {dict(never_took_effect)}")
+    print(
+        f"kills {kills} (in flight: {live_kills}); ran once but reported unknown {dict(unknown_but_ran)}; "
+        f"never took effect {dict(never_took_effect)}"
+    )
     # Read-only calls: always their real result, and always run.
     assert all(unknown_but_ran[c] == 0 and never_took_effect[c] == 0 for c in READ_ONLY)
     # A call that never launched always took effect after the restart.

@@ -25,7 +25,10 @@ def helm_template(tmp_path: Path, values: dict[str, Any]) -> list[dict[str, Any]
     values_file.write_text(json.dumps(values))
     result = subprocess.run(
         [str(helm), "template", "lestrade", str(CHART), "--namespace", "lestrade-system", "-f", str(values_file)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={**os.environ, "HELM_CACHE_HOME": str(tmp_path / "cache"), "HELM_CONFIG_HOME": str(tmp_path / "config")},
     )
     assert result.returncode == 0, result.stderr
@@ -43,14 +46,24 @@ def test_admission_template_is_the_generated_policy() -> None:
     assert body == admission.policy_manifests(), "regenerate: python -m lestrade.operator.admission.decisions"
 
 
-@pytest.mark.parametrize("values", [
-    {},
-    {"modelList": {"fast": {"model": "openai/gpt-4.1", "api_key": "{{ env.OPENAI_API_KEY }}"}},
-     "replicas": 2, "operator": {"jobMode": True, "concurrency": 50}},
-    {"operator": {"watchNamespaces": ["team-a"]}, "peering": {"enabled": True, "installCRDs": False},
-     "api": {"enabled": False}},
-    {"tools": {"enableWriteTools": True, "prometheusUrl": "http://prometheus.monitoring:9090"}},
-], ids=["defaults", "models-jobs-replicas", "namespaced", "write-tools"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {
+            "modelList": {"fast": {"model": "openai/gpt-4.1", "api_key": "{{ env.OPENAI_API_KEY }}"}},
+            "replicas": 2,
+            "operator": {"jobMode": True, "concurrency": 50},
+        },
+        {
+            "operator": {"watchNamespaces": ["team-a"]},
+            "peering": {"enabled": True, "installCRDs": False},
+            "api": {"enabled": False},
+        },
+        {"tools": {"enableWriteTools": True, "prometheusUrl": "http://prometheus.monitoring:9090"}},
+    ],
+    ids=["defaults", "models-jobs-replicas", "namespaced", "write-tools"],
+)
 def test_chart_renders_and_the_apiserver_accepts_it(
     values: dict[str, Any], tmp_path: Path, cluster: Any, crds: None
 ) -> None:
@@ -99,14 +112,17 @@ def test_chart_renders_and_the_apiserver_accepts_it(
     env_k = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(kubectl), *args], input=stdin, env=env_k, capture_output=True,
-                              text=True, timeout=120, check=False)
+        return subprocess.run(
+            [str(kubectl), *args], input=stdin, env=env_k, capture_output=True, text=True, timeout=120, check=False
+        )
 
     # (Kopf's peering CRDs as the default values install them, also when these values skip them.)
     (tmp_path / "base").mkdir()
     crds = by_kind(helm_template(tmp_path / "base", {}), "CustomResourceDefinition")
-    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
-                  for n in ["lestrade-system", *((values.get("operator") or {}).get("watchNamespaces") or [])]]
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+        for n in ["lestrade-system", *((values.get("operator") or {}).get("watchNamespaces") or [])]
+    ]
     namespaces += by_kind(docs, "Namespace")  # the chart's own (tenancy's scopes namespace) exist first
     applied = run("apply", "-f", "-", stdin=yaml.safe_dump_all([*namespaces, *crds]))
     assert applied.returncode == 0, applied.stderr

@@ -35,20 +35,35 @@ def assert_status_matches_transcript(api_client: k8s.ApiClient, obj: dict[str, A
 
 
 def test_kill_while_a_turn_thinks_runs_a_tool_and_awaits_approval(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
     steps = [
         # turn 1: a tool that is killed mid-run, then the answer
-        Step(tool_calls=[ToolCall(id="probe-slow", name="slow_probe",
-                                  arguments={"namespace": namespace, "tag": tag, "seconds": 120})]),
+        Step(
+            tool_calls=[
+                ToolCall(
+                    id="probe-slow", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 120}
+                )
+            ]
+        ),
         Step(content="The probe's outcome is unknown."),
         # turn 2: the model thinks for a long time when the operator dies
         Step(content="Thought about it.", latency_ms=60_000),
         # turn 3: an action that needs approval, killed while waiting and while it runs
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix",
-                                  arguments={"namespace": namespace, "tag": tag, "hold_seconds": 120})]),
+        Step(
+            tool_calls=[
+                ToolCall(
+                    id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag, "hold_seconds": 120}
+                )
+            ]
+        ),
         Step(content="Fix applied (outcome to be checked)."),
     ]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
@@ -81,7 +96,9 @@ def test_kill_while_a_turn_thinks_runs_a_tool_and_awaits_approval(
     op.kill()
     patch_conv_decisions(api_client, namespace, "survivor", {"fix-1": {"approved": True}})
     op = start()
-    wait_until("the approved action to start", lambda: count_effects(api_client, namespace, EFFECT_LABEL, tag) >= 1, timeout=90)
+    wait_until(
+        "the approved action to start", lambda: count_effects(api_client, namespace, EFFECT_LABEL, tag) >= 1, timeout=90
+    )
     op.kill()
     op = start()
     try:

@@ -44,21 +44,28 @@ def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def probe(call_id: str, namespace: str, tag: str, seconds: float = 0) -> ToolCall:
-    return ToolCall(id=call_id, name="slow_probe",
-                    arguments={"namespace": namespace, "tag": tag, "seconds": seconds})
+    return ToolCall(id=call_id, name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": seconds})
 
 
 def test_turns_are_answered_in_status_and_later_turns_see_earlier_tool_output(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     fact = unique("fact")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe("p-1", namespace, fact)]),
-        Step(content="The probe ran."),
-        Step(content="Nothing new since the probe."),
-        Step(content="Turn one's probe said: {{ tool_output('slow_probe') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe("p-1", namespace, fact)]),
+                Step(content="The probe ran."),
+                Step(content="Nothing new since the probe."),
+                Step(content="Turn one's probe said: {{ tool_output('slow_probe') }}"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "chat", "Probe the thing, please.")
 
@@ -94,7 +101,16 @@ def test_turns_are_answered_in_status_and_later_turns_see_earlier_tool_output(
     state = conv_transcript(api_client, third)
     assert third["status"]["version"] == len(state.messages) + len(state.compactions)
     assert [m["role"] for m in state.messages] == [
-        "system", "user", "assistant", "tool", "assistant", "user", "assistant", "user", "assistant"]
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     records = progress_records(state)
     assert [r.seq for r in records] == list(range(len(records)))
     kinds = [r.type for r in records]
@@ -103,22 +119,33 @@ def test_turns_are_answered_in_status_and_later_turns_see_earlier_tool_output(
     assert progress_records(state, after=records[-3].seq) == records[-2:]
 
     # Printer columns, as `kubectl get conv` shows them.
-    table = request_json(api_client, "GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{CONV_PLURAL}",
-                         accept=TABLE)
+    table = request_json(
+        api_client, "GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{CONV_PLURAL}", accept=TABLE
+    )
     columns = [c["name"] for c in table["columnDefinitions"]]
     row = dict(zip(columns, table["rows"][0]["cells"], strict=True))
     assert (row["Phase"], row["Asked"], row["Answered"]) == ("Answered", 3, 3)
 
 
 def test_a_turn_waits_for_approval_and_the_stored_call_runs_once(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(content="Fixed."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(content="Fixed."),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "approve-me", "Fix it.")
     paused = wait_conv(api_client, namespace, "approve-me", phase_is("AwaitingApproval", "Failed", "Answered"))
@@ -139,17 +166,26 @@ def test_a_turn_waits_for_approval_and_the_stored_call_runs_once(
     (pending,) = paused["status"]["pendingApprovals"]  # the decision is bound to this digest
     assert pending["digest"].startswith("sha256:")
     assert conv_transcript(api_client, done).decisions == {
-        "fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
+        "fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}
+    }
 
 
 def test_a_turn_times_out_and_the_next_turn_still_works(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, rules=[
-        Rule(when=RuleCondition(last_user_contains="slowly"), respond=Step(content="late", latency_ms=60_000)),
-        Rule(when=RuleCondition(last_user_contains="quickly"), respond=Step(content="on time")),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            rules=[
+                Rule(when=RuleCondition(last_user_contains="slowly"), respond=Step(content="late", latency_ms=60_000)),
+                Rule(when=RuleCondition(last_user_contains="quickly"), respond=Step(content="on time")),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "slow", "Answer slowly.", timeout="4s")
     failed = wait_conv(api_client, namespace, "slow", all_answered(1))
@@ -167,7 +203,10 @@ def test_a_turn_times_out_and_the_next_turn_still_works(
 
 
 def test_deleting_a_running_conversation_stops_its_turn(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     """In-process runs have no finalizer, so the delete completes whatever happens: what must
@@ -176,10 +215,21 @@ def test_deleting_a_running_conversation_stops_its_turn(
     from lestrade.operator.base.metrics import RUNS_ACTIVE
 
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300})]),
-        Step(content="never reached"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300}
+                        )
+                    ]
+                ),
+                Step(content="never reached"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     active = RUNS_ACTIVE.labels("Conversation")
     before = active._value.get()
@@ -195,20 +245,31 @@ def test_deleting_a_running_conversation_stops_its_turn(
 
 
 def test_conversations_and_investigations_share_the_run_slots(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, rules=[
-        Rule(when=RuleCondition(any_message_contains="hold-the-slot"),
-             respond=Step(content="done holding", latency_ms=6_000)),
-        Rule(when=RuleCondition(last_user_contains="queued"), respond=Step(content="my turn came")),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            rules=[
+                Rule(
+                    when=RuleCondition(any_message_contains="hold-the-slot"),
+                    respond=Step(content="done holding", latency_ms=6_000),
+                ),
+                Rule(when=RuleCondition(last_user_contains="queued"), respond=Step(content="my turn came")),
+            ],
+        )
+    )
     start_operator(scenario_name, concurrency=1)
     create_inv(api_client, namespace, "holder", title="hold-the-slot")
     wait_inv(api_client, namespace, "holder", phase_is("Running"))
     create_conv(api_client, namespace, "queued", "Am I queued?")
-    waiting = wait_conv(api_client, namespace, "queued",
-                        lambda o: "free run slot" in ((o.get("status") or {}).get("message") or ""))
+    waiting = wait_conv(
+        api_client, namespace, "queued", lambda o: "free run slot" in ((o.get("status") or {}).get("message") or "")
+    )
     assert waiting["status"]["phase"] == "Pending"
     assert conditions(waiting)["Answered"]["reason"] == "WaitingForSlot"
     done = wait_conv(api_client, namespace, "queued", all_answered(1))
@@ -218,8 +279,12 @@ def test_conversations_and_investigations_share_the_run_slots(
 
 @pytest.mark.parametrize("policy", ["last_n", "summary"])
 async def test_a_conversation_of_fifty_turns_keeps_working_inside_a_small_window(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, policy: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    policy: str,
 ) -> None:
     from opkit import test_registry
 
@@ -246,13 +311,22 @@ async def test_a_conversation_of_fifty_turns_keeps_working_inside_a_small_window
         return ToolRegistry([*base.toolsets, Toolset("reports", [BigReport()])])
 
     budget = 8000
-    model_server.add_scenario(Scenario(name=scenario_name, step_counting="turn", rules=[
-        Rule(when=RuleCondition(system_contains="conversation summarizer"),
-             respond=Step(content="<analysis>Earlier turns read report 1; all nominal.</analysis>")),
-    ], steps=[
-        Step(tool_calls=[ToolCall(id="r", name="big_report", arguments={"n": 1})]),
-        Step(content="Report read: {{ match('line 0: (.*)', tool='big_report') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            step_counting="turn",
+            rules=[
+                Rule(
+                    when=RuleCondition(system_contains="conversation summarizer"),
+                    respond=Step(content="<analysis>Earlier turns read report 1; all nominal.</analysis>"),
+                ),
+            ],
+            steps=[
+                Step(tool_calls=[ToolCall(id="r", name="big_report", arguments={"n": 1})]),
+                Step(content="Report read: {{ match('line 0: (.*)', tool='big_report') }}"),
+            ],
+        )
+    )
     start_operator(scenario_name, tools=tools)
     turns = [f"Question {i}: read the report." for i in range(50)]
     context: dict[str, Any] = {"tokenBudget": budget, "triggerRatio": 0.6}
@@ -284,19 +358,34 @@ async def test_a_conversation_of_fifty_turns_keeps_working_inside_a_small_window
 
 
 def test_tool_results_show_in_status_and_transcript_while_the_model_still_thinks(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     tag = unique("visible")
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[probe("p-1", namespace, tag)]),
-        Step(content="slow answer", latency_ms=60_000),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[probe("p-1", namespace, tag)]),
+                Step(content="slow answer", latency_ms=60_000),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "live", "Probe, then think.")
     # system, ask, the call, its result: version 4, with the call's outcome
-    seen = wait_conv(api_client, namespace, "live", lambda o: (o.get("status") or {}).get("version", 0) >= 4
-                     and any(c.get("status") == "success" for c in o["status"].get("toolCalls") or []))
+    seen = wait_conv(
+        api_client,
+        namespace,
+        "live",
+        lambda o: (
+            (o.get("status") or {}).get("version", 0) >= 4
+            and any(c.get("status") == "success" for c in o["status"].get("toolCalls") or [])
+        ),
+    )
     assert seen["status"]["phase"] == "Running"  # the answer is still a minute away
 
     def stored() -> bool:
@@ -308,15 +397,29 @@ def test_tool_results_show_in_status_and_transcript_while_the_model_still_thinks
 
 
 def test_a_turn_that_times_out_waiting_for_approval_settles_from_its_transcript(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, rules=[
-        Rule(when=RuleCondition(last_user_contains="Fix"), respond=Step(tool_calls=[
-            ToolCall(id="fix-late", name="apply_fix", arguments={"namespace": namespace, "tag": tag})])),
-        Rule(when=RuleCondition(last_user_contains="else"), respond=Step(content="Something else.")),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            rules=[
+                Rule(
+                    when=RuleCondition(last_user_contains="Fix"),
+                    respond=Step(
+                        tool_calls=[
+                            ToolCall(id="fix-late", name="apply_fix", arguments={"namespace": namespace, "tag": tag})
+                        ]
+                    ),
+                ),
+                Rule(when=RuleCondition(last_user_contains="else"), respond=Step(content="Something else.")),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "late", "Fix it.", timeout="8s")
     paused = wait_conv(api_client, namespace, "late", phase_is("AwaitingApproval", "Failed"))

@@ -17,45 +17,80 @@ ANSWER = "# Alert Explanation\nThe image tag does not exist.\n\n# Next Steps\nFi
 
 
 def route(api_client: k8s.ApiClient, namespace: str, name: str, **spec: Any) -> None:
-    request_json(api_client, "POST", f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes", {
-        "apiVersion": "lestrade.dev/v1alpha1", "kind": "AlertRoute", "metadata": {"name": name},
-        "spec": {"sources": ["KubernetesEvents"],
-                 "investigation": {"title": "{{ labels.reason }} on {{ labels.kind }} {{ labels.name }}"}, **spec}})
+    request_json(
+        api_client,
+        "POST",
+        f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes",
+        {
+            "apiVersion": "lestrade.dev/v1alpha1",
+            "kind": "AlertRoute",
+            "metadata": {"name": name},
+            "spec": {
+                "sources": ["KubernetesEvents"],
+                "investigation": {"title": "{{ labels.reason }} on {{ labels.kind }} {{ labels.name }}"},
+                **spec,
+            },
+        },
+    )
 
 
 def status(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    return request_json(api_client, "GET",
-                        f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes/{name}").get("status") or {}
+    return (
+        request_json(api_client, "GET", f"/apis/lestrade.dev/v1alpha1/namespaces/{namespace}/alertroutes/{name}").get(
+            "status"
+        )
+        or {}
+    )
 
 
 def routed(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, dict[str, Any]]:
     items = k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        "lestrade.dev", "v1alpha1", namespace, "investigations",
-        label_selector=f"lestrade.dev/alert-route={name}")["items"]
+        "lestrade.dev", "v1alpha1", namespace, "investigations", label_selector=f"lestrade.dev/alert-route={name}"
+    )["items"]
     return {i["metadata"]["name"]: i for i in items}
 
 
-def post_event(api_client: k8s.ApiClient, namespace: str, kind: str, name: str, reason: str, message: str,
-               type_: str = "Warning", age: timedelta = timedelta(0)) -> None:
+def post_event(
+    api_client: k8s.ApiClient,
+    namespace: str,
+    kind: str,
+    name: str,
+    reason: str,
+    message: str,
+    type_: str = "Warning",
+    age: timedelta = timedelta(0),
+) -> None:
     when = (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%SZ")
-    k8s.CoreV1Api(api_client).create_namespaced_event(namespace, {
-        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:10]}"},
-        "involvedObject": {"kind": kind, "name": name, "namespace": namespace, "apiVersion": "v1"},
-        "reason": reason, "message": message, "type": type_,
-        "firstTimestamp": when, "lastTimestamp": when, "count": 1,
-        "source": {"component": "kubelet"},
-    })
+    k8s.CoreV1Api(api_client).create_namespaced_event(
+        namespace,
+        {
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:10]}"},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace, "apiVersion": "v1"},
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "firstTimestamp": when,
+            "lastTimestamp": when,
+            "count": 1,
+            "source": {"component": "kubelet"},
+        },
+    )
 
 
 def test_warning_events_start_one_investigation_per_object_within_the_limits(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER)]))
-    route(api_client, namespace, "pod-trouble", matchers=[
-        {"name": "kind", "value": "Pod"},
-        {"name": "reason", "operator": "=~", "value": "BackOff|Failed"},
-        {"name": "message", "operator": "!~", "value": ".*ignore-me.*"},
-    ])
+    route(
+        api_client,
+        namespace,
+        "pod-trouble",
+        matchers=[
+            {"name": "kind", "value": "Pod"},
+            {"name": "reason", "operator": "=~", "value": "BackOff|Failed"},
+            {"name": "message", "operator": "!~", "value": ".*ignore-me.*"},
+        ],
+    )
     route(api_client, namespace, "one-only", limits={"maxPerInterval": 1}, matchers=[{"name": "kind", "value": "Pod"}])
     start_operator(scenario_name, event_batch_seconds=0.5)
     for reason in ("BackOff", "Failed", "BackOff", "Failed", "BackOff"):

@@ -19,14 +19,24 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crashloop.yaml"
 
 def kubectl(cluster: Any, *args: str) -> str:
     binary = ensure_binaries(["kubernetes"], quiet=True)["kubectl"]
-    result = subprocess.run([str(binary), *args], env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [str(binary), *args],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def test_crashloop_example_with_the_demo_model(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, start_operator: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    start_operator: Any,
 ) -> None:
     demo = demo_model(model_server.base_url)
     start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
@@ -35,12 +45,16 @@ def test_crashloop_example_with_the_demo_model(
 
     def crashlooping() -> bool:
         pods = k8s.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="app=inventory-api").items
-        return any(s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
-                   for p in pods for s in p.status.container_statuses or [])
+        return any(
+            s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
+            for p in pods
+            for s in p.status.container_statuses or []
+        )
 
     wait_until("the example's pod to crash-loop", crashlooping, timeout=60)
-    final, seen = watch_phases(api_client, namespace, "inventory-api-crashloop",
-                               phase_is("Succeeded", "Failed"), timeout=120, since=since)
+    final, seen = watch_phases(
+        api_client, namespace, "inventory-api-crashloop", phase_is("Succeeded", "Failed"), timeout=120, since=since
+    )
     phases = [p for p in ((o.get("status") or {}).get("phase") for o in seen) if p]
     assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == ["Pending", "Running", "Succeeded"]
 
@@ -67,7 +81,11 @@ def test_crashloop_example_with_the_demo_model(
 
 
 def test_conversation_example_with_kubectl_and_the_demo_model(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, start_operator: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    start_operator: Any,
 ) -> None:
     demo = demo_model(model_server.base_url)
     start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
@@ -78,8 +96,18 @@ def test_conversation_example_with_kubectl_and_the_demo_model(
     first = kubectl(cluster, "get", "conv", name, "-n", namespace, "-o", "jsonpath={.status.turns[0].answer}")
     assert "Demo model" in first and "inventory-api" in first
 
-    kubectl(cluster, "patch", "conv", name, "-n", namespace, "--type", "json", "-p",
-            '[{"op":"add","path":"/spec/turns/-","value":{"ask":"And what about pod inventory-api restarts?"}}]')
+    kubectl(
+        cluster,
+        "patch",
+        "conv",
+        name,
+        "-n",
+        namespace,
+        "--type",
+        "json",
+        "-p",
+        '[{"op":"add","path":"/spec/turns/-","value":{"ask":"And what about pod inventory-api restarts?"}}]',
+    )
 
     def two_answered() -> bool:
         out = kubectl(cluster, "get", "conv", name, "-n", namespace, "-o", "jsonpath={.status.answeredTurns}")
@@ -91,4 +119,6 @@ def test_conversation_example_with_kubectl_and_the_demo_model(
     assert header.split()[:5] == ["NAME", "PHASE", "ASKED", "ANSWERED", "VERSION"]
     assert row.split()[:4] == [name, "Answered", "2", "2"]
     listed = kubectl(cluster, "get", "lestrade", "-n", namespace)
-    assert f"conversation.lestrade.dev/{name}" in listed and "investigation.lestrade.dev/inventory-api-crashloop" in listed
+    assert (
+        f"conversation.lestrade.dev/{name}" in listed and "investigation.lestrade.dev/inventory-api-crashloop" in listed
+    )

@@ -25,7 +25,9 @@ def _owner(obj: dict[str, Any]) -> dict[str, str]:
 
 
 async def test_a_stale_replicas_late_write_is_refused_and_the_new_owners_records_stay(
-    api_client: k8s.ApiClient, crds: None, namespace: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
 ) -> None:
     inv = create_inv(api_client, namespace, "two-owners")
     kube = Kube(api_client)
@@ -54,7 +56,9 @@ async def test_a_stale_replicas_late_write_is_refused_and_the_new_owners_records
 
 
 async def test_a_stale_write_is_refused_after_the_owner_moved_to_a_new_chunk(
-    api_client: k8s.ApiClient, crds: None, namespace: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
 ) -> None:
     inv = create_inv(api_client, namespace, "rolled")
     kube = Kube(api_client)
@@ -79,15 +83,21 @@ async def test_a_stale_write_is_refused_after_the_owner_moved_to_a_new_chunk(
 
 
 async def test_a_run_whose_transcript_someone_else_extended_stops_and_resumes_from_it(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, start_operator: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
 ) -> None:
     steps = [Step(content="stale answer", latency_ms=15_000)]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
     start_operator(scenario_name)
     inv = create_inv(api_client, namespace, "interleaved")
     await asyncio.to_thread(
-        wait_until, "the model call", lambda: steps_requested(model_server, scenario_name)[0] >= 1, 90)
+        wait_until, "the model call", lambda: steps_requested(model_server, scenario_name)[0] >= 1, 90
+    )
     # While the operator waits for the model, another writer (a replica that took the run
     # over) stores a record: the operator's next write must be refused, not interleaved.
     kube = Kube(api_client)
@@ -98,8 +108,7 @@ async def test_a_run_whose_transcript_someone_else_extended_stops_and_resumes_fr
     await kube.aclose()
     steps[0] = Step(content="fresh answer")
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-    done = await asyncio.to_thread(
-        wait_inv, api_client, namespace, "interleaved", phase_is("Succeeded", "Failed"), 120)
+    done = await asyncio.to_thread(wait_inv, api_client, namespace, "interleaved", phase_is("Succeeded", "Failed"), 120)
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
     state, _ = transcript_messages(api_client, done)
     kinds = [r["t"] for r in state.records]

@@ -63,13 +63,20 @@ def _finished(api_client: k8s.ApiClient, namespace: str, name: str, phase: str, 
     create_inv(api_client, namespace, name, **spec)
     now = now_iso()
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, name,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
         {"status": {"phase": phase, "startTime": now, "completionTime": now, "message": "done before"}},
     )
 
 
 def test_finished_before_the_start_still_deleted_after_their_ttl(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="done")]))
@@ -80,8 +87,7 @@ def test_finished_before_the_start_still_deleted_after_their_ttl(
     start_operator(scenario_name)
     create_inv(api_client, namespace, "new", ttlSecondsAfterFinished=1)  # finishes while watched
     for name in ("old-ok", "old-failed", "new"):
-        _, seen = watch_phases(api_client, namespace, name, lambda o: bool(o.get("deleted")),
-                               timeout=40, since=since)
+        _, seen = watch_phases(api_client, namespace, name, lambda o: bool(o.get("deleted")), timeout=40, since=since)
         deleted_by = time.time()
         done = [o for o in seen if (o.get("status") or {}).get("phase") in ("Succeeded", "Failed")]
         completed = datetime.fromisoformat(done[0]["status"]["completionTime"].replace("Z", "+00:00"))
@@ -93,29 +99,50 @@ def test_finished_before_the_start_still_deleted_after_their_ttl(
 
 
 def test_a_run_stops_when_someone_else_finishes_its_investigation(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     """Finishing leaves the operator's selection: the watch says DELETED, the run stops (as the
     API's AlertResolved does to a run that has not started), and the operator cannot write an
     unfinished phase over the final one (the CRD's rule)."""
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="p", name="slow_probe",
-                                  arguments={"namespace": namespace, "tag": tag, "seconds": 300})]),
-        Step(content="never reached"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300}
+                        )
+                    ]
+                ),
+                Step(content="never reached"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_inv(api_client, namespace, "overtaken")
     wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1)
     assert RUNS_ACTIVE.labels("Investigation")._value.get() == 1
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "overtaken",
-        {"status": {"phase": "Failed", "message": "finished elsewhere",
-                    "completionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}},
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "overtaken",
+        {
+            "status": {
+                "phase": "Failed",
+                "message": "finished elsewhere",
+                "completionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        },
     )
-    wait_until("the run to stop", lambda: RUNS_ACTIVE.labels("Investigation")._value.get() == 0,
-               timeout=15)
+    wait_until("the run to stop", lambda: RUNS_ACTIVE.labels("Investigation")._value.get() == 0, timeout=15)
     final = wait_inv(api_client, namespace, "overtaken", phase_is("Failed"))
     assert final["status"]["message"] == "finished elsewhere"
     assert len(model_server.requests(scenario_name)) == 1  # the model was not asked again
@@ -142,7 +169,8 @@ async def test_deletion_marks_of_finished_investigations_do_not_pile_up(monkeypa
 
 
 async def test_with_a_crd_that_cannot_select_by_phase_the_operator_watches_whole_objects(
-    api_client: k8s.ApiClient, crds: None,
+    api_client: k8s.ApiClient,
+    crds: None,
 ) -> None:
     """An operator started before its CRDs were applied (an upgrade done out of order) would have
     its selective watch refused ("field label not supported"): it reads the CRD first and falls
@@ -164,7 +192,9 @@ async def test_with_a_crd_that_cannot_select_by_phase_the_operator_watches_whole
 
 
 async def test_the_ttl_reaper_without_selectors_still_deletes_only_expired_ones(
-    api_client: k8s.ApiClient, crds: None, namespace: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
 ) -> None:
     """The fallback for an older CRD: the reaper watches every Investigation and arms timers
     only for finished ones with a TTL."""
@@ -182,8 +212,10 @@ async def test_the_ttl_reaper_without_selectors_still_deletes_only_expired_ones(
     custom = k8s.CustomObjectsApi(api_client)
 
     def names() -> set[str]:
-        return {i["metadata"]["name"] for i in
-                custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]}
+        return {
+            i["metadata"]["name"]
+            for i in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+        }
 
     try:
         async with asyncio.timeout(30):

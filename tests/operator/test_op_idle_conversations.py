@@ -26,7 +26,8 @@ def _idle_label(obj: dict[str, Any]) -> str | None:
 def _selected(api_client: k8s.ApiClient, namespace: str) -> set[str]:
     """What a watch with the operator's selector receives."""
     found = k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, CONV_PLURAL, label_selector=IDLE_SELECTOR)
+        GROUP, VERSION, namespace, CONV_PLURAL, label_selector=IDLE_SELECTOR
+    )
     return {o["metadata"]["name"] for o in found["items"]}
 
 
@@ -40,12 +41,21 @@ def test_kopf_watches_only_conversations_that_are_not_idle() -> None:
 
 
 async def test_an_answered_conversation_leaves_the_watch_and_a_new_turn_brings_it_back(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="first answer"), Step(content="second answer"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="first answer"),
+                Step(content="second answer"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     create_conv(api_client, namespace, "chat", "first?")
     await asyncio.to_thread(wait_conv, api_client, namespace, "chat", all_answered(1))
@@ -64,18 +74,31 @@ async def test_an_answered_conversation_leaves_the_watch_and_a_new_turn_brings_i
 
 
 async def test_a_conversation_answered_before_the_operator_started_is_labelled_idle(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="unused")]))
     create_conv(api_client, namespace, "old", "asked long ago")
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, CONV_PLURAL, "old",
-        {"status": {"phase": "Answered", "turns": [{"ask": "asked long ago", "phase": "Answered", "answer": "long ago"}]}},
+        GROUP,
+        VERSION,
+        namespace,
+        CONV_PLURAL,
+        "old",
+        {
+            "status": {
+                "phase": "Answered",
+                "turns": [{"ask": "asked long ago", "phase": "Answered", "answer": "long ago"}],
+            }
+        },
         _content_type="application/merge-patch+json",
     )
     start_operator(scenario_name)
     labelled = await asyncio.to_thread(
-        wait_until, "the idle label", lambda: _idle_label(get_conv(api_client, namespace, "old")), 60)
+        wait_until, "the idle label", lambda: _idle_label(get_conv(api_client, namespace, "old")), 60
+    )
     assert labelled == "1"
     assert model_server.requests(scenario_name) == []

@@ -46,18 +46,33 @@ def run_job_command(job: Any, cluster: Any, models: Path, log: Path) -> subproce
 
 
 def test_job_mode_runs_each_round_as_a_job(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(content="Fixed."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(content="Fixed."),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     start_operator(
-        scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
-        job_service_account="lestrade", job_pod_template=UNSCHEDULABLE,
+        scenario_name,
+        job_mode=True,
+        job_image="ghcr.io/lestrade/lestrade:test",
+        job_service_account="lestrade",
+        job_pod_template=UNSCHEDULABLE,
         job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
     )
     inv = create_inv(api_client, namespace, "in-a-job")
@@ -68,12 +83,22 @@ def test_job_mode_runs_each_round_as_a_job(
     spec = job.spec.template.spec
     (container,) = spec.containers
     assert container.image == "ghcr.io/lestrade/lestrade:test"
-    assert container.command == ["python", "-m", "lestrade.operator.job", "--kind", "Investigation",
-                                 "--namespace", namespace, "--name", "in-a-job"]
+    assert container.command == [
+        "python",
+        "-m",
+        "lestrade.operator.job",
+        "--kind",
+        "Investigation",
+        "--namespace",
+        namespace,
+        "--name",
+        "in-a-job",
+    ]
     assert spec.service_account_name == "lestrade" and spec.restart_policy == "Never"
     assert spec.node_selector == UNSCHEDULABLE["spec"]["nodeSelector"]  # the template is honoured
     assert {"name": "LESTRADE_STATUS_INTERVAL", "value": "0.1"} in [
-        {"name": e.name, "value": e.value} for e in container.env]
+        {"name": e.name, "value": e.value} for e in container.env
+    ]
     assert job.metadata.owner_references[0].uid == uid
     assert job.spec.active_deadline_seconds > 0 and job.spec.backoff_limit >= 1
     assert job.metadata.labels[RUN_UID_LABEL] == uid
@@ -88,8 +113,11 @@ def test_job_mode_runs_each_round_as_a_job(
 
     # After the decision the operator starts the next round's Job.
     patch_decisions(api_client, namespace, "in-a-job", {"fix-1": {"approved": True}})
-    second = wait_until("the second Job", lambda: [
-        j for j in jobs_of(api_client, namespace, uid) if j.metadata.name != job.metadata.name], timeout=30)
+    second = wait_until(
+        "the second Job",
+        lambda: [j for j in jobs_of(api_client, namespace, uid) if j.metadata.name != job.metadata.name],
+        timeout=30,
+    )
     (job2,) = second
     result = run_job_command(job2, cluster, models, tmp_path / "job-2.log")
     assert result.returncode == 0, (tmp_path / "job-2.log").read_text()[-3000:]
@@ -100,18 +128,32 @@ def test_job_mode_runs_each_round_as_a_job(
 
 
 def test_job_mode_runs_each_conversation_turn_as_a_job(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    tmp_path: Path,
 ) -> None:
     from convkit import all_answered, ask, create_conv, wait_conv
 
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="first answer"), Step(content="second answer"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="first answer"),
+                Step(content="second answer"),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     start_operator(
-        scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
-        job_pod_template=UNSCHEDULABLE, job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
+        scenario_name,
+        job_mode=True,
+        job_image="ghcr.io/lestrade/lestrade:test",
+        job_pod_template=UNSCHEDULABLE,
+        job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
     )
     conv = create_conv(api_client, namespace, "chat-in-jobs", "One?")
     uid = conv["metadata"]["uid"]
@@ -125,8 +167,11 @@ def test_job_mode_runs_each_conversation_turn_as_a_job(
 
     # A new turn is a new generation, so a new Job.
     ask(api_client, namespace, "chat-in-jobs", "Two?")
-    second = wait_until("the second turn's Job", lambda: [
-        j for j in jobs_of(api_client, namespace, uid) if j.metadata.name != job.metadata.name], timeout=30)
+    second = wait_until(
+        "the second turn's Job",
+        lambda: [j for j in jobs_of(api_client, namespace, uid) if j.metadata.name != job.metadata.name],
+        timeout=30,
+    )
     result = run_job_command(second[0], cluster, models, tmp_path / "job-2.log")
     assert result.returncode == 0, (tmp_path / "job-2.log").read_text()[-3000:]
     done = wait_conv(api_client, namespace, "chat-in-jobs", all_answered(2))

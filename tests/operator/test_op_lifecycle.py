@@ -46,7 +46,10 @@ def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_investigation_runs_pending_running_succeeded(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     crashloop_pod(api_client, namespace, "web-1")
@@ -54,8 +57,13 @@ def test_investigation_runs_pending_running_succeeded(
         Scenario(
             name=scenario_name,
             steps=[
-                Step(tool_calls=[ToolCall(name="kubectl_describe", arguments={
-                    "kind": "pod", "name": "web-1", "namespace": namespace})]),
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            name="kubectl_describe", arguments={"kind": "pod", "name": "web-1", "namespace": namespace}
+                        )
+                    ]
+                ),
                 Step(tool_calls=[ToolCall(name="kubectl_events", arguments={"namespace": namespace})]),
                 Step(content="```json\n" + json.dumps(ANSWER) + "\n```"),
             ],
@@ -64,7 +72,9 @@ def test_investigation_runs_pending_running_succeeded(
     start_operator(scenario_name)
     since = resource_version(api_client, namespace)  # so the watch cannot start after Pending
     create_inv(
-        api_client, namespace, "web-crash",
+        api_client,
+        namespace,
+        "web-crash",
         description="web-1 keeps restarting",
         subject={"kind": "Pod", "name": "web-1", "namespace": namespace},
         sections={"Cause": "why it fails", "Fix": "what to do"},
@@ -113,12 +123,23 @@ def test_investigation_runs_pending_running_succeeded(
     wait_event(api_client, namespace, "web-crash", "Started", "Succeeded")
 
     # Finished: no finalizer is left behind, so deleting is immediate.
-    wait_until("the finalizer to go", lambda: not k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        "lestrade.dev", "v1alpha1", namespace, "investigations", "web-crash")["metadata"].get("finalizers"))
+    wait_until(
+        "the finalizer to go",
+        lambda: (
+            not k8s.CustomObjectsApi(api_client)
+            .get_namespaced_custom_object("lestrade.dev", "v1alpha1", namespace, "investigations", "web-crash")[
+                "metadata"
+            ]
+            .get("finalizers")
+        ),
+    )
 
 
 def test_unknown_model_fails_with_reason(
-    api_client: k8s.ApiClient, namespace: str, scenario_name: str, model_server: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    scenario_name: str,
+    model_server: Any,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="hi")]))
@@ -160,7 +181,10 @@ def _holding_final_writes(held: list[str]) -> Any:
 
 
 def test_last_event_survives_the_daemon_stopping_on_the_final_write(
-    api_client: k8s.ApiClient, namespace: str, scenario_name: str, model_server: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    scenario_name: str,
+    model_server: Any,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="All good.")]))

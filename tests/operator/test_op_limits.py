@@ -39,7 +39,10 @@ def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_timeout_fails_the_run(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="late", latency_ms=30_000)]))
@@ -54,13 +57,21 @@ def test_timeout_fails_the_run(
 
 
 def test_timeout_also_runs_while_waiting_for_approval(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix", name="apply_fix", arguments={"namespace": namespace, "tag": "t"})]),
-        Step(content="never reached"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[ToolCall(id="fix", name="apply_fix", arguments={"namespace": namespace, "tag": "t"})]),
+                Step(content="never reached"),
+            ],
+        )
+    )
     start_operator(scenario_name)
     # startTime has whole seconds, so a timeout of N s leaves N-1 to N s; 8 s leave room to
     # reach the approval pause on a loaded machine.
@@ -84,17 +95,37 @@ that the finalizer would wait for Kopf's fallback (the daemon's 10 s cancellatio
 
 @pytest.mark.parametrize("job_mode", [False, True], ids=["in-process", "job-mode"])
 def test_deleting_a_running_investigation_stops_its_run(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, job_mode: bool,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    job_mode: bool,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300})]),
-        Step(content="never reached"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="p", name="slow_probe", arguments={"namespace": namespace, "tag": tag, "seconds": 300}
+                        )
+                    ]
+                ),
+                Step(content="never reached"),
+            ],
+        )
+    )
     if job_mode:
-        start_operator(scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
-                       job_service_account="lestrade", job_pod_template=UNSCHEDULABLE)
+        start_operator(
+            scenario_name,
+            job_mode=True,
+            job_image="ghcr.io/lestrade/lestrade:test",
+            job_service_account="lestrade",
+            job_pod_template=UNSCHEDULABLE,
+        )
     else:
         start_operator(scenario_name)
     inv = create_inv(api_client, namespace, "doomed")
@@ -113,14 +144,12 @@ def test_deleting_a_running_investigation_stops_its_run(
     since = resource_version(api_client, namespace)  # the watch below replays from here
     asked = time.monotonic()
     k8s.CustomObjectsApi(api_client).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "doomed")
-    _, seen = watch_phases(api_client, namespace, "doomed", lambda o: bool(o.get("deleted")),
-                           timeout=20, since=since)
+    _, seen = watch_phases(api_client, namespace, "doomed", lambda o: bool(o.get("deleted")), timeout=20, since=since)
     took = time.monotonic() - asked
     assert took < PROMPTLY, f"deletion took {took:.1f}s"
     if not job_mode:
         # The run stops promptly too (its slow tool was cancelled, its slot is free).
-        wait_until("the run to stop", lambda: RUNS_ACTIVE.labels("Investigation")._value.get() == 0,
-                   timeout=PROMPTLY)
+        wait_until("the run to stop", lambda: RUNS_ACTIVE.labels("Investigation")._value.get() == 0, timeout=PROMPTLY)
     if job_mode:
         # Marked for deletion first: the finalizer held the object until the run had stopped.
         assert any(o["metadata"].get("deletionTimestamp") for o in seen if not o.get("deleted"))
@@ -131,12 +160,18 @@ def test_deleting_a_running_investigation_stops_its_run(
     assert len(model_server.requests(scenario_name)) == 1
     # The transcript goes with it (owner references).
     core = k8s.CoreV1Api(api_client)
-    wait_until("the transcript to be garbage-collected", lambda: not core.list_namespaced_config_map(
-        namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}").items, timeout=120)
+    wait_until(
+        "the transcript to be garbage-collected",
+        lambda: not core.list_namespaced_config_map(namespace, label_selector=f"{TRANSCRIPT_LABEL}={uid}").items,
+        timeout=120,
+    )
 
 
 def test_concurrency_limit_queues_the_rest_in_pending(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="done", latency_ms=1500)]))
@@ -151,8 +186,15 @@ def test_concurrency_limit_queues_the_rest_in_pending(
 
     def observe() -> None:
         nonlocal most_running
-        stream = watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                      PLURAL, resource_version=version, timeout_seconds=90)
+        stream = watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            resource_version=version,
+            timeout_seconds=90,
+        )
         for event in stream:
             obj = event["object"]
             status = obj.get("status") or {}
@@ -177,7 +219,10 @@ def test_concurrency_limit_queues_the_rest_in_pending(
 
 
 def test_ttl_seconds_after_finished_deletes_the_investigation(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="done")]))
@@ -186,8 +231,9 @@ def test_ttl_seconds_after_finished_deletes_the_investigation(
     create_inv(api_client, namespace, "keeper")
     create_inv(api_client, namespace, "fleeting", ttlSecondsAfterFinished=2)
     wait_inv(api_client, namespace, "keeper", phase_is("Succeeded"))
-    final, seen = watch_phases(api_client, namespace, "fleeting", lambda o: bool(o.get("deleted")),
-                               timeout=30, since=since)
+    final, seen = watch_phases(
+        api_client, namespace, "fleeting", lambda o: bool(o.get("deleted")), timeout=30, since=since
+    )
     deleted_by = time.time()  # the deletion happened before the watch reported it
     succeeded = [o for o in seen if (o.get("status") or {}).get("phase") == "Succeeded"]
     assert succeeded

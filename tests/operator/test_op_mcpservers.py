@@ -39,15 +39,25 @@ TOKEN = "tok-3b1f-never-shown"
 
 def kubectl(cluster: Any, *args: str) -> str:
     binary = ensure_binaries(["kubernetes"], quiet=True)["kubectl"]
-    result = subprocess.run([str(binary), *args], env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [str(binary), *args],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def mcpserver(name: str, url: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MCPServer", "metadata": {"name": name},
-            "spec": {"url": url, **spec}}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MCPServer",
+        "metadata": {"name": name},
+        "spec": {"url": url, **spec},
+    }
 
 
 def create_server(api_client: k8s.ApiClient, namespace: str, body: dict[str, Any]) -> None:
@@ -58,39 +68,66 @@ def ready(status: str) -> Any:
     def check(obj: dict[str, Any]) -> bool:
         conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
         return conditions.get("Ready", {}).get("status") == status
+
     return check
 
 
-def wait_server(api_client: k8s.ApiClient, namespace: str, name: str, until: Any, timeout: float = 90) -> dict[str, Any]:
+def wait_server(
+    api_client: k8s.ApiClient, namespace: str, name: str, until: Any, timeout: float = 90
+) -> dict[str, Any]:
     return watch_phases(api_client, namespace, name, until, timeout, plural=MCPSERVER_PLURAL)[0]
 
 
 def credentials(api_client: k8s.ApiClient, namespace: str, labelled: bool) -> None:
     labels = {MCP_CREDENTIALS_LABEL: "true"} if labelled else {}
-    k8s.CoreV1Api(api_client).create_namespaced_secret(namespace, k8s.V1Secret(
-        metadata=k8s.V1ObjectMeta(name="tsrv-token", labels=labels),
-        data={"key": base64.b64encode(TOKEN.encode()).decode()}))
+    k8s.CoreV1Api(api_client).create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name="tsrv-token", labels=labels),
+            data={"key": base64.b64encode(TOKEN.encode()).decode()},
+        ),
+    )
 
 
 def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_one(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, mcp_servers: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    mcp_servers: Any,
 ) -> None:
     install_policy(api_client, namespace)
     server = mcp_servers(require_header=f"X-Api-Key={TOKEN}")
     credentials(api_client, namespace, labelled=False)
-    create_server(api_client, namespace, mcpserver(
-        "tsrv", server.url, trustHints=True, timeouts={"connect": "10s", "call": "3s"},
-        headers=[{"name": "X-Api-Key", "secretKeyRef": {"name": "tsrv-token", "key": "key"}}],
-        tools={"exclude": ["die"]}))
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[
-            ToolCall(id="look", name="tsrv__pods_summary", arguments={"namespace": "shop"}),
-            ToolCall(id="stuck", name="tsrv__hang", arguments={}),
-            ToolCall(id="wipe", name="tsrv__delete_everything", arguments={"target": "shop"}),
-        ]),
-        Step(content="The api pod crash-loops; the cleanup ran after approval."),
-    ]))
+    create_server(
+        api_client,
+        namespace,
+        mcpserver(
+            "tsrv",
+            server.url,
+            trustHints=True,
+            timeouts={"connect": "10s", "call": "3s"},
+            headers=[{"name": "X-Api-Key", "secretKeyRef": {"name": "tsrv-token", "key": "key"}}],
+            tools={"exclude": ["die"]},
+        ),
+    )
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="look", name="tsrv__pods_summary", arguments={"namespace": "shop"}),
+                        ToolCall(id="stuck", name="tsrv__hang", arguments={}),
+                        ToolCall(id="wipe", name="tsrv__delete_everything", arguments={"target": "shop"}),
+                    ]
+                ),
+                Step(content="The api pod crash-loops; the cleanup ran after approval."),
+            ],
+        )
+    )
     start_operator(scenario_name, mcp_refresh=2.0)
 
     # A Secret without the label is never used: the operator says why.
@@ -98,7 +135,8 @@ def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_on
     ready_condition = next(c for c in refused["status"]["conditions"] if c["type"] == "Ready")
     assert ready_condition["reason"] == "SecretNotLabelled", refused["status"]
     k8s.CoreV1Api(api_client).patch_namespaced_secret(
-        "tsrv-token", namespace, {"metadata": {"labels": {MCP_CREDENTIALS_LABEL: "true"}}})
+        "tsrv-token", namespace, {"metadata": {"labels": {MCP_CREDENTIALS_LABEL: "true"}}}
+    )
 
     kubectl(cluster, "wait", "-n", namespace, "mcpserver/tsrv", "--for=condition=Ready", "--timeout=90s")
     obj = wait_server(api_client, namespace, "tsrv", ready("True"))
@@ -116,7 +154,9 @@ def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_on
     assert "tsrv" in table and "True" in table and "Connected" in table
 
     create_inv(api_client, namespace, "uses-mcp")
-    paused = wait_inv(api_client, namespace, "uses-mcp", phase_is("AwaitingApproval", "Failed", "Succeeded"), timeout=120)
+    paused = wait_inv(
+        api_client, namespace, "uses-mcp", phase_is("AwaitingApproval", "Failed", "Succeeded"), timeout=120
+    )
     assert paused["status"]["phase"] == "AwaitingApproval", paused["status"]
     assert [p["toolName"] for p in paused["status"]["pendingApprovals"]] == ["tsrv__delete_everything"]
     calls = {c["id"]: c["status"] for c in paused["status"]["toolCalls"]}
@@ -136,23 +176,34 @@ def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_on
     # Metrics per server and tool (the operator runs in this process: its registry is ours;
     # the server label holds the test's own namespace, so counts start at zero).
     key = f"{namespace}/tsrv"
-    calls = {tool: REGISTRY.get_sample_value("lestrade_mcp_tool_calls_total",
-                                             {"server": key, "tool": tool, "outcome": outcome})
-             for tool, outcome in (("pods_summary", "success"), ("hang", "error"), ("delete_everything", "success"))}
+    calls = {
+        tool: REGISTRY.get_sample_value(
+            "lestrade_mcp_tool_calls_total", {"server": key, "tool": tool, "outcome": outcome}
+        )
+        for tool, outcome in (("pods_summary", "success"), ("hang", "error"), ("delete_everything", "success"))
+    }
     assert calls == {"pods_summary": 1.0, "hang": 1.0, "delete_everything": 1.0}
     assert REGISTRY.get_sample_value("lestrade_mcp_server_up", {"server": key}) == 1.0
-    assert REGISTRY.get_sample_value("lestrade_mcp_tool_call_duration_seconds_count",
-                                     {"server": key, "tool": "hang"}) == 1.0
+    assert (
+        REGISTRY.get_sample_value("lestrade_mcp_tool_call_duration_seconds_count", {"server": key, "tool": "hang"})
+        == 1.0
+    )
 
     # The header's value is nowhere a person or the model could see it.
     everything = json.dumps([obj, done, [m for m in state.messages]]) + " ".join(
-        e.message or "" for e in events_for(api_client, namespace, "tsrv"))
+        e.message or "" for e in events_for(api_client, namespace, "tsrv")
+    )
     assert TOKEN not in everything
 
 
 def test_example_manifest_with_the_third_party_time_server(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, time_mcp_server: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    time_mcp_server: Any,
 ) -> None:
     """examples/mcpserver.yaml, pointed at mcp-server-time (PyPI) behind mcp-proxy (PyPI)."""
     manifest = yaml.safe_load(EXAMPLE.read_text())
@@ -160,15 +211,24 @@ def test_example_manifest_with_the_third_party_time_server(
     manifest["spec"]["url"] = time_mcp_server.url
     path = Path(cluster.kubeconfig).parent / f"mcpserver-{namespace}.yaml"
     path.write_text(yaml.safe_dump(manifest))
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="now", name="time__get_current_time", arguments={"timezone": "Asia/Tokyo"})]),
-        Step(content="It is a fine time in Tokyo."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="now", name="time__get_current_time", arguments={"timezone": "Asia/Tokyo"})]
+                ),
+                Step(content="It is a fine time in Tokyo."),
+            ],
+        )
+    )
     start_operator(scenario_name)
     kubectl(cluster, "apply", "-n", namespace, "-f", str(path))
     kubectl(cluster, "wait", "-n", namespace, "mcpserver/time", "--for=condition=Ready", "--timeout=90s")
     create_inv(api_client, namespace, "what-time")
-    done = wait_inv(api_client, namespace, "what-time", phase_is("Succeeded", "Failed", "AwaitingApproval"), timeout=120)
+    done = wait_inv(
+        api_client, namespace, "what-time", phase_is("Succeeded", "Failed", "AwaitingApproval"), timeout=120
+    )
     assert done["status"]["phase"] == "Succeeded", done["status"]  # vouched for: unattended
     state, _ = transcript_messages(api_client, done)
     output = next(str(m.get("content")) for m in state.messages if m["role"] == "tool")
@@ -176,13 +236,20 @@ def test_example_manifest_with_the_third_party_time_server(
 
     # A spec change starts a round at once: the filtered tool leaves status, generation observed.
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, MCPSERVER_PLURAL, "time", {"spec": {"tools": {"exclude": ["convert_*"]}}},
-        _content_type="application/merge-patch+json")
+        GROUP,
+        VERSION,
+        namespace,
+        MCPSERVER_PLURAL,
+        "time",
+        {"spec": {"tools": {"exclude": ["convert_*"]}}},
+        _content_type="application/merge-patch+json",
+    )
 
     def filtered(obj: dict[str, Any]) -> bool:
         status = obj.get("status") or {}
         return status.get("observedGeneration") == obj["metadata"]["generation"] and any(
-            s["tool"] == "convert_time" for s in status.get("skippedTools") or [])
+            s["tool"] == "convert_time" for s in status.get("skippedTools") or []
+        )
 
     changed = wait_server(api_client, namespace, "time", filtered)
     assert [t["name"] for t in changed["status"]["tools"]] == ["time__get_current_time"]
@@ -190,21 +257,37 @@ def test_example_manifest_with_the_third_party_time_server(
 
 
 def test_job_mode_runs_get_the_mcp_tools_too(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, mcp_servers: Any, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    mcp_servers: Any,
+    tmp_path: Path,
 ) -> None:
     """A Job's pod has no MCPServer daemons: the round lists its namespace's servers itself."""
     from opkit import UNSCHEDULABLE, jobs_of, wait_until, write_model_list
 
     server = mcp_servers()
     create_server(api_client, namespace, mcpserver("tsrv", server.url, trustHints=True))
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="look", name="tsrv__pods_summary", arguments={"namespace": "jobs"})]),
-        Step(content="Looked."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(tool_calls=[ToolCall(id="look", name="tsrv__pods_summary", arguments={"namespace": "jobs"})]),
+                Step(content="Looked."),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
-    start_operator(scenario_name, job_mode=True, job_image="ghcr.io/lestrade/lestrade:test",
-                   job_service_account="lestrade", job_pod_template=UNSCHEDULABLE)
+    start_operator(
+        scenario_name,
+        job_mode=True,
+        job_image="ghcr.io/lestrade/lestrade:test",
+        job_service_account="lestrade",
+        job_pod_template=UNSCHEDULABLE,
+    )
     inv = create_inv(api_client, namespace, "mcp-in-a-job")
     (job,) = wait_until("the Job", lambda: jobs_of(api_client, namespace, inv["metadata"]["uid"]), timeout=30)
     container = job.spec.template.spec.containers[0]
@@ -212,8 +295,14 @@ def test_job_mode_runs_get_the_mcp_tools_too(
     env.update({e.name: e.value for e in container.env or [] if e.value is not None})
     log = tmp_path / "job.log"
     with open(log, "ab") as out:
-        result = subprocess.run([sys.executable, *container.command[1:]], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, timeout=180, check=False)
+        result = subprocess.run(
+            [sys.executable, *container.command[1:]],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=180,
+            check=False,
+        )
     assert result.returncode == 0, log.read_text()[-3000:]
     done = wait_inv(api_client, namespace, "mcp-in-a-job", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", done["status"]

@@ -21,8 +21,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 def scrape(port: int) -> Samples:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -36,41 +39,70 @@ def delta(before: Samples, after: Samples) -> Callable[..., float]:
 
 
 def test_metrics_after_an_investigation_and_a_conversation_turn(
-    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     def fix(call_id: str, tag: str) -> ToolCall:
         return ToolCall(id=call_id, name="apply_fix", arguments={"namespace": namespace, "tag": tag})
 
     model = scenario_name
-    model_server.add_scenario(Scenario(name=model, steps=[
-        Step(fault=Fault(kind="server_error", times=1), usage=Usage(prompt_tokens=300, completion_tokens=40),
-             tool_calls=[
-                 ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace}),
-                 ToolCall(id="ghost", name="format_the_disk_of_every_node", arguments={}),
-                 fix("fix-a", "a"), fix("fix-b", "b"),
-             ]),
-        Step(content="Fix A applied, fix B refused.", latency_ms=150,
-             usage=Usage(prompt_tokens=500, completion_tokens=60)),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=model,
+            steps=[
+                Step(
+                    fault=Fault(kind="server_error", times=1),
+                    usage=Usage(prompt_tokens=300, completion_tokens=40),
+                    tool_calls=[
+                        ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace}),
+                        ToolCall(id="ghost", name="format_the_disk_of_every_node", arguments={}),
+                        fix("fix-a", "a"),
+                        fix("fix-b", "b"),
+                    ],
+                ),
+                Step(
+                    content="Fix A applied, fix B refused.",
+                    latency_ms=150,
+                    usage=Usage(prompt_tokens=500, completion_tokens=60),
+                ),
+            ],
+        )
+    )
     chat = f"{scenario_name}-chat"
-    model_server.add_scenario(Scenario(name=chat, steps=[
-        Step(content="Nothing is wrong.", usage=Usage(prompt_tokens=200, completion_tokens=10))]))
+    model_server.add_scenario(
+        Scenario(
+            name=chat, steps=[Step(content="Nothing is wrong.", usage=Usage(prompt_tokens=200, completion_tokens=10))]
+        )
+    )
     port = free_port()
     start_operator(model, chat, metrics_port=port)
     before = scrape(port)
 
     create_inv(api_client, namespace, "metered")
     wait_inv(api_client, namespace, "metered", phase_is("AwaitingApproval", "Failed", "Succeeded"))
-    pending = wait_until("the pending approvals to show", lambda: (
-        (s := scrape(port)) and value(s, "lestrade_approvals_pending", kind="Investigation")
-        - value(before, "lestrade_approvals_pending", kind="Investigation") == 2 and s))
+    pending = wait_until(
+        "the pending approvals to show",
+        lambda: (
+            (s := scrape(port))
+            and value(s, "lestrade_approvals_pending", kind="Investigation")
+            - value(before, "lestrade_approvals_pending", kind="Investigation")
+            == 2
+            and s
+        ),
+    )
     d = delta(before, pending)
     assert d("lestrade_runs_total", kind="Investigation", phase="AwaitingApproval") == 1
     assert d("lestrade_runs_active", kind="Investigation") == 0
 
-    patch_decisions(api_client, namespace, "metered", {"fix-a": {"approved": True},
-                                                       "fix-b": {"approved": False, "reason": "not now"}})
+    patch_decisions(
+        api_client,
+        namespace,
+        "metered",
+        {"fix-a": {"approved": True}, "fix-b": {"approved": False, "reason": "not now"}},
+    )
     final = wait_inv(api_client, namespace, "metered", phase_is("Failed", "Succeeded"))
     assert final["status"]["phase"] == "Succeeded"
     create_conv(api_client, namespace, "chat", "Is anything wrong?", model=chat)

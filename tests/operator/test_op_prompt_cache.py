@@ -16,12 +16,21 @@ from lestrade.modelserver import Scenario, Step, ToolCall, Usage
 def test_cached_tokens_reach_status_and_metrics(
     api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace})],
-             usage=Usage(prompt_tokens=1000, completion_tokens=20)),
-        Step(content="# Alert Explanation\nNothing wrong.",
-             usage=Usage(prompt_tokens=1300, completion_tokens=30, cached_tokens=1000)),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="look", name="kubectl_events", arguments={"namespace": namespace})],
+                    usage=Usage(prompt_tokens=1000, completion_tokens=20),
+                ),
+                Step(
+                    content="# Alert Explanation\nNothing wrong.",
+                    usage=Usage(prompt_tokens=1300, completion_tokens=30, cached_tokens=1000),
+                ),
+            ],
+        )
+    )
     port = free_port()
     start_operator(scenario_name, metrics_port=port)
     before = scrape(port)

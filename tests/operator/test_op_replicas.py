@@ -38,12 +38,18 @@ from lestrade.operator.replicas.ownership import OWNER_ANNOTATION
 # cannot renew stops its runs after 6 s, renewals (and looks at the others) every second. (A
 # starved test machine can miss a 4 s renew deadline: the replica then stops its runs and
 # resumes them, correctly, but a test counting model calls would see the resumption.)
-LEASE_ENV = {"LESTRADE_LEASE_DURATION": "10", "LESTRADE_LEASE_RENEW_DEADLINE": "6",
-             "LESTRADE_LEASE_RENEW_INTERVAL": "1"}
+LEASE_ENV = {
+    "LESTRADE_LEASE_DURATION": "10",
+    "LESTRADE_LEASE_RENEW_DEADLINE": "6",
+    "LESTRADE_LEASE_RENEW_INTERVAL": "1",
+}
 TAKEOVER_BOUND = 10 + 1  # the lease duration plus one look at the Leases
 # Nothing is taken over in the burst: leases that no starved moment can make expire.
-LONG_LEASE_ENV = {"LESTRADE_LEASE_DURATION": "60", "LESTRADE_LEASE_RENEW_DEADLINE": "40",
-                  "LESTRADE_LEASE_RENEW_INTERVAL": "2"}
+LONG_LEASE_ENV = {
+    "LESTRADE_LEASE_DURATION": "60",
+    "LESTRADE_LEASE_RENEW_DEADLINE": "40",
+    "LESTRADE_LEASE_RENEW_INTERVAL": "2",
+}
 
 
 def owner_of(obj: dict[str, Any]) -> str:
@@ -53,30 +59,44 @@ def owner_of(obj: dict[str, Any]) -> str:
 
 def requests_of(model_server: Any, scenario: str, name: str) -> int:
     """Model requests made for the Investigation `name` (its title is in the user message)."""
-    return sum(1 for body in model_server.requests(scenario)
-               if f"Investigate {name}" in body["messages"][1]["content"])
+    return sum(1 for body in model_server.requests(scenario) if f"Investigate {name}" in body["messages"][1]["content"])
 
 
 def test_a_burst_is_split_between_two_replicas_and_each_run_happens_once(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="probe", name="slow_probe", arguments={"namespace": namespace, "tag": tag})],
-             latency_ms=300),
-        Step(content="nothing wrong", latency_ms=300),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(id="probe", name="slow_probe", arguments={"namespace": namespace, "tag": tag})
+                    ],
+                    latency_ms=300,
+                ),
+                Step(content="nothing wrong", latency_ms=300),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     # 4 runs at once per replica: 12 at once cannot all go to one of them.
-    group, procs = two_replicas(cluster, namespace, models, tmp_path, {"LESTRADE_MAX_CONCURRENT_RUNS": "4", **LONG_LEASE_ENV})
+    group, procs = two_replicas(
+        cluster, namespace, models, tmp_path, {"LESTRADE_MAX_CONCURRENT_RUNS": "4", **LONG_LEASE_ENV}
+    )
     names = [f"run-{i:02d}" for i in range(12)]  # no name is a prefix of another
     try:
         wait_both_leases(api_client, namespace, group)
         for name in names:
             create_inv(api_client, namespace, name)
-        done = [wait_inv(api_client, namespace, name, phase_is("Succeeded", "Failed"), timeout=120)
-                for name in names]
+        done = [wait_inv(api_client, namespace, name, phase_is("Succeeded", "Failed"), timeout=120) for name in names]
     finally:
         for proc in procs.values():
             proc.terminate()
@@ -93,15 +113,24 @@ def test_a_burst_is_split_between_two_replicas_and_each_run_happens_once(
     assert not any("lost (" in proc.output() for proc in procs.values())
 
 
-def shared_process(cluster: Any, namespace: str, models: Path, tmp_path: Path, name: str, group: str,
-                   env: dict[str, str] | None = None) -> OperatorProcess:
-    env = {"LESTRADE_REPLICAS": "shared", "LESTRADE_REPLICA_NAME": name, "LESTRADE_REPLICA_GROUP": group,
-           "POD_NAMESPACE": namespace, "LESTRADE_CLAIM_HANDOFF": "0.2", **LEASE_ENV, **(env or {})}
+def shared_process(
+    cluster: Any, namespace: str, models: Path, tmp_path: Path, name: str, group: str, env: dict[str, str] | None = None
+) -> OperatorProcess:
+    env = {
+        "LESTRADE_REPLICAS": "shared",
+        "LESTRADE_REPLICA_NAME": name,
+        "LESTRADE_REPLICA_GROUP": group,
+        "POD_NAMESPACE": namespace,
+        "LESTRADE_CLAIM_HANDOFF": "0.2",
+        **LEASE_ENV,
+        **(env or {}),
+    }
     return OperatorProcess(cluster, namespace, models, tmp_path / f"{name}.log", extra_args=[], env=env).start()
 
 
-def two_replicas(cluster: Any, namespace: str, models: Path, tmp_path: Path,
-                 env: dict[str, str] | None = None) -> tuple[str, dict[str, OperatorProcess]]:
+def two_replicas(
+    cluster: Any, namespace: str, models: Path, tmp_path: Path, env: dict[str, str] | None = None
+) -> tuple[str, dict[str, OperatorProcess]]:
     """Two `python -m lestrade.operator --replicas shared` processes; keys: their Lease names."""
     group = f"g-{uuid.uuid4().hex[:6]}"
     procs = {f"{group}-{n}": shared_process(cluster, namespace, models, tmp_path, n, group, env) for n in ("a", "b")}
@@ -109,8 +138,11 @@ def two_replicas(cluster: Any, namespace: str, models: Path, tmp_path: Path,
 
 
 def leases_of(api_client: k8s.ApiClient, namespace: str, group: str) -> int:
-    return len(k8s.CoordinationV1Api(api_client).list_namespaced_lease(
-        namespace, label_selector=f"lestrade.dev/replicas={group}").items)
+    return len(
+        k8s.CoordinationV1Api(api_client)
+        .list_namespaced_lease(namespace, label_selector=f"lestrade.dev/replicas={group}")
+        .items
+    )
 
 
 def wait_both_leases(api_client: k8s.ApiClient, namespace: str, group: str) -> None:
@@ -118,8 +150,13 @@ def wait_both_leases(api_client: k8s.ApiClient, namespace: str, group: str) -> N
 
 
 def test_kill_9_of_the_owner_moves_its_runs_and_a_decision_made_meanwhile_acts_once(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     # Replica a alone first, so it owns both runs: one waits for a model answer (killed mid
     # call), one waits for a decision (decided while no owner lives). Then b joins, a dies.
@@ -129,10 +166,17 @@ def test_kill_9_of_the_owner_moves_its_runs_and_a_decision_made_meanwhile_acts_o
         Step(content="All good.", latency_ms=60_000),
     ]
     model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
-    model_server.add_scenario(Scenario(name=fixing, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(content="Fix applied."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=fixing,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(content="Fix applied."),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name, fixing)
     group = f"g-{uuid.uuid4().hex[:6]}"
     a = shared_process(cluster, namespace, models, tmp_path, "a", group)
@@ -152,17 +196,23 @@ def test_kill_9_of_the_owner_moves_its_runs_and_a_decision_made_meanwhile_acts_o
         a.kill()
         killed = time.monotonic()
         patch_decisions(api_client, namespace, "approving", {"fix-1": {"approved": True}})
-        wait_until("the survivor to ask the interrupted call again",
-                   lambda: steps_requested(model_server, scenario_name)[1] >= 2, timeout=60)
+        wait_until(
+            "the survivor to ask the interrupted call again",
+            lambda: steps_requested(model_server, scenario_name)[1] >= 2,
+            timeout=60,
+        )
         took = time.monotonic() - killed
-        done = {n: wait_inv(api_client, namespace, n, phase_is("Succeeded", "Failed"), timeout=60)
-                for n in ("moving", "approving")}
+        done = {
+            n: wait_inv(api_client, namespace, n, phase_is("Succeeded", "Failed"), timeout=60)
+            for n in ("moving", "approving")
+        }
     finally:
         for proc in procs.values():
             if proc.alive():
                 proc.terminate()
-    assert {n: d["status"]["phase"] for n, d in done.items()} == {"moving": "Succeeded", "approving": "Succeeded"}, \
+    assert {n: d["status"]["phase"] for n, d in done.items()} == {"moving": "Succeeded", "approving": "Succeeded"}, (
         b.output()[-3000:]
+    )
     assert {owner_of(d) for d in done.values()} == {f"{group}-b"}
     # Bounded: the lease duration plus one look at the Leases, with room for a loaded machine.
     assert took < TAKEOVER_BOUND + 15, took
@@ -187,13 +237,23 @@ def solo_replica(namespace: str) -> tuple[str, dict[str, Any]]:
     """A lone shared replica in a group of its own: a long lease (nothing expires by itself in
     the test) renewed often (a refused renewal is noticed at once)."""
     group = f"g-{uuid.uuid4().hex[:6]}"
-    return group, {"replicas": "shared", "replica_name": "solo", "replica_group": group,
-                   "lease_namespace": namespace, "lease_duration": 30.0, "lease_renew_deadline": 20.0,
-                   "lease_renew_interval": 0.5}
+    return group, {
+        "replicas": "shared",
+        "replica_name": "solo",
+        "replica_group": group,
+        "lease_namespace": namespace,
+        "lease_duration": 30.0,
+        "lease_renew_deadline": 20.0,
+        "lease_renew_interval": 0.5,
+    }
 
 
 def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_new_epoch(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
     scenario_name: str,
 ) -> None:
     steps = [Step(content="late answer", latency_ms=60_000)]
@@ -222,7 +282,11 @@ def test_a_replica_that_loses_its_lease_stops_its_run_and_claims_it_again_in_a_n
 
 
 def test_a_rewritten_claim_stops_the_owners_run(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
     scenario_name: str,
 ) -> None:
     # Hostile or by hand: the claim is rewritten to name a replica that does not exist. The
@@ -238,8 +302,13 @@ def test_a_rewritten_claim_stops_the_owners_run(
         steps[0] = Step(content="answer")
         model_server.add_scenario(Scenario(name=scenario_name, steps=steps))
         k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-            "lestrade.dev", "v1alpha1", namespace, "investigations", "rewritten",
-            {"metadata": {"annotations": {OWNER_ANNOTATION: f"{group}-ghost/no-such-uid/0"}}})
+            "lestrade.dev",
+            "v1alpha1",
+            namespace,
+            "investigations",
+            "rewritten",
+            {"metadata": {"annotations": {OWNER_ANNOTATION: f"{group}-ghost/no-such-uid/0"}}},
+        )
         done = wait_inv(api_client, namespace, "rewritten", phase_is("Succeeded", "Failed"), timeout=90)
     assert done["status"]["phase"] == "Succeeded"
     assert done["metadata"]["annotations"][OWNER_ANNOTATION] == claimed

@@ -39,15 +39,32 @@ def _owner(obj: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_read_only_call_cut_by_a_kill_runs_again_and_the_model_gets_its_result(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="read-1", name="read_probe",
-                                  arguments={"namespace": namespace, "tag": tag, "seconds": 120})]),
-        Step(content="Saw: {{ tool_output('read_probe') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="read-1",
+                            name="read_probe",
+                            arguments={"namespace": namespace, "tag": tag, "seconds": 120},
+                        )
+                    ]
+                ),
+                Step(content="Saw: {{ tool_output('read_probe') }}"),
+            ],
+        )
+    )
     first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
     create_inv(api_client, namespace, "reading")
     wait_until("the read to start", lambda: count_effects(api_client, namespace, READ_LABEL, tag) >= 1, timeout=90)
@@ -71,16 +88,26 @@ def test_a_read_only_call_cut_by_a_kill_runs_again_and_the_model_gets_its_result
 
 
 async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_once_after_a_restart(
-    api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     # The state a kill leaves between storing a turn's intents and the approved action's launch
     # mark: it never ran, so it must run now (once), and the model must get its real result.
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="Result: {{ tool_output('apply_fix') }}")]))
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(content="Result: {{ tool_output('apply_fix') }}")])
+    )
     inv = create_inv(api_client, namespace, "approved")
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "approved",
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "approved",
         {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
         _content_type="application/merge-patch+json",
     )
@@ -88,12 +115,24 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
     digest = call_digest("apply_fix", arguments)
     kube = Kube(api_client)
     transcript = Transcript(kube, namespace, _owner(inv))
-    for message in [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                    {"role": "assistant", "content": None, "tool_calls": [{"id": "fix-1", "type": "function",
-                     "function": {"name": "apply_fix", "arguments": arguments}}]}]:
+    for message in [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "fix-1", "type": "function", "function": {"name": "apply_fix", "arguments": arguments}}
+            ],
+        },
+    ]:
         transcript.append_message(message)
-    transcript.append(RecordType.APPROVAL_NEEDED, pending=[{"toolCallId": "fix-1", "toolName": "apply_fix",
-                      "description": "apply fix", "params": {}, "digest": digest}])
+    transcript.append(
+        RecordType.APPROVAL_NEEDED,
+        pending=[
+            {"toolCallId": "fix-1", "toolName": "apply_fix", "description": "apply fix", "params": {}, "digest": digest}
+        ],
+    )
     transcript.append_decision("fix-1", True, None, digest)
     transcript.append_started("fix-1", digest)
     await transcript.sync()
@@ -112,7 +151,9 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
 
 
 async def test_a_turns_intents_are_stored_in_one_write_even_at_a_chunk_boundary(
-    api_client: k8s.ApiClient, crds: None, namespace: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
 ) -> None:
     inv = create_inv(api_client, namespace, "intents")
     kube = Kube(api_client)

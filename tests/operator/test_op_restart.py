@@ -37,8 +37,7 @@ from lestrade.runs.transcript import Transcript
 def steps_requested(model_server: Any, scenario: str) -> Counter[int]:
     """How many times the model was asked for each step (step = assistant messages so far)."""
     return Counter(
-        sum(1 for m in body["messages"] if m.get("role") == "assistant")
-        for body in model_server.requests(scenario)
+        sum(1 for m in body["messages"] if m.get("role") == "assistant") for body in model_server.requests(scenario)
     )
 
 
@@ -57,14 +56,21 @@ def assert_status_matches_transcript(api_client: k8s.ApiClient, done: dict[str, 
     assert status["pendingApprovals"] == []
 
 
-def operator_process(cluster: Any, namespace: str, tmp_path: Path, model_server: Any, scenario: str, n: int) -> OperatorProcess:
+def operator_process(
+    cluster: Any, namespace: str, tmp_path: Path, model_server: Any, scenario: str, n: int
+) -> OperatorProcess:
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario)
     return OperatorProcess(cluster, namespace, models, tmp_path / f"operator-{n}.log").start()
 
 
 def test_kill_while_the_model_thinks(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
     steps = [
@@ -97,15 +103,32 @@ def test_kill_while_the_model_thinks(
 
 
 def test_kill_while_a_tool_runs(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="probe-slow", name="slow_probe",
-                                  arguments={"namespace": namespace, "tag": tag, "seconds": 120})]),
-        Step(content="The probe's outcome is unknown; nothing else to do."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="probe-slow",
+                            name="slow_probe",
+                            arguments={"namespace": namespace, "tag": tag, "seconds": 120},
+                        )
+                    ]
+                ),
+                Step(content="The probe's outcome is unknown; nothing else to do."),
+            ],
+        )
+    )
     first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
     create_inv(api_client, namespace, "tooling")
     wait_until("the tool to start", lambda: count_effects(api_client, namespace, PROBE_LABEL, tag) >= 1, timeout=90)
@@ -128,15 +151,32 @@ def test_kill_while_a_tool_runs(
 
 
 def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix",
-                                  arguments={"namespace": namespace, "tag": tag, "hold_seconds": 120})]),
-        Step(content="Fix applied (outcome to be checked)."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="fix-1",
+                            name="apply_fix",
+                            arguments={"namespace": namespace, "tag": tag, "hold_seconds": 120},
+                        )
+                    ]
+                ),
+                Step(content="Fix applied (outcome to be checked)."),
+            ],
+        )
+    )
     first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
     create_inv(api_client, namespace, "approving")
     paused = wait_inv(api_client, namespace, "approving", phase_is("AwaitingApproval", "Failed"), timeout=90)
@@ -146,7 +186,9 @@ def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
     # Approved while no operator runs; the next one picks the decision up.
     patch_decisions(api_client, namespace, "approving", {"fix-1": {"approved": True}})
     second = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 2)
-    wait_until("the approved action to start", lambda: count_effects(api_client, namespace, EFFECT_LABEL, tag) >= 1, timeout=90)
+    wait_until(
+        "the approved action to start", lambda: count_effects(api_client, namespace, EFFECT_LABEL, tag) >= 1, timeout=90
+    )
     second.kill()
 
     third = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 3)
@@ -164,8 +206,10 @@ def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
     message = done["status"]["message"]
     assert "may not have taken effect: fix-1 (apply fix" in message
     assert f"kubectl patch inv approving -n {namespace} --type merge" in message
-    assert any(e.reason == "ApprovedActionOutcomeUnknown" and e.type == "Warning"
-               for e in events_for(api_client, namespace, "approving"))
+    assert any(
+        e.reason == "ApprovedActionOutcomeUnknown" and e.type == "Warning"
+        for e in events_for(api_client, namespace, "approving")
+    )
     # The decision was bound to the digest the pending call showed in status.
     (pending,) = paused["status"]["pendingApprovals"]
     assert state.decisions == {"fix-1": {"approved": True, "reason": None, "digest": pending["digest"]}}
@@ -174,8 +218,13 @@ def test_kill_while_awaiting_approval_and_while_the_approved_action_runs(
 
 
 def test_sigterm_stops_the_operator_cleanly(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="ok")]))
     proc = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
@@ -186,23 +235,37 @@ def test_sigterm_stops_the_operator_cleanly(
 
 
 async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
-    api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any, scenario_name: str,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     # The state a crash leaves between storing the final answer and writing Succeeded.
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="a second answer")]))
     inv = create_inv(api_client, namespace, "answered", sections={"Cause": "why"})
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "answered",
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "answered",
         {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
         _content_type="application/merge-patch+json",
     )
     meta = inv["metadata"]
     kube = Kube(api_client)
-    transcript = Transcript(kube, namespace, {"apiVersion": inv["apiVersion"], "kind": "Investigation",
-                                              "name": meta["name"], "uid": meta["uid"]})
-    for message in [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                    {"role": "assistant", "content": '{"Cause": "the stored answer"}'}]:
+    transcript = Transcript(
+        kube,
+        namespace,
+        {"apiVersion": inv["apiVersion"], "kind": "Investigation", "name": meta["name"], "uid": meta["uid"]},
+    )
+    for message in [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": '{"Cause": "the stored answer"}'},
+    ]:
         transcript.append_message(message)
     await transcript.sync()
     await kube.aclose()

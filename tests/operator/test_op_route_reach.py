@@ -17,9 +17,17 @@ ROUTES = "/apis/lestrade.dev/v1alpha1/namespaces/{}/alertroutes"
 
 
 def apply(api_client: k8s.ApiClient, namespace: str, name: str, **spec: Any) -> None:
-    request_json(api_client, "POST", ROUTES.format(namespace), {
-        "apiVersion": "lestrade.dev/v1alpha1", "kind": "AlertRoute", "metadata": {"name": name},
-        "spec": {"investigation": {"title": "{{ labels.alertname }}"}, **spec}})
+    request_json(
+        api_client,
+        "POST",
+        ROUTES.format(namespace),
+        {
+            "apiVersion": "lestrade.dev/v1alpha1",
+            "kind": "AlertRoute",
+            "metadata": {"name": name},
+            "spec": {"investigation": {"title": "{{ labels.alertname }}"}, **spec},
+        },
+    )
 
 
 def ready(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -28,8 +36,12 @@ def ready(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any
 
 
 def kubectl(cluster: Any, *args: str) -> str:
-    proc = subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -45,8 +57,11 @@ def test_a_route_that_can_never_match_says_why(
     apply(api_client, namespace, "any", alertNamespace="Any")
     apply(api_client, namespace, "elsewhere", matchers=[{"name": "namespace", "value": "payments"}])
 
-    wait_until("the operator to judge the three routes",
-               lambda: all(ready(api_client, namespace, n) for n in ("own", "any", "elsewhere")), 60)
+    wait_until(
+        "the operator to judge the three routes",
+        lambda: all(ready(api_client, namespace, n) for n in ("own", "any", "elsewhere")),
+        60,
+    )
     own, any_, elsewhere = (ready(api_client, namespace, n) for n in ("own", "any", "elsewhere"))
     assert (own["status"], own["reason"]) == ("True", "Valid") and repr(namespace) in own["message"]
     assert (any_["status"], any_["reason"]) == ("False", "AnyNamespaceNotAllowed")
@@ -63,6 +78,13 @@ def test_a_route_that_can_never_match_says_why(
     assert "alertNamespace: Any is honoured only in the API's namespace" in wide, wide
 
     # fixed by its owner: Ready again
-    request_json(api_client, "PATCH", f"{ROUTES.format(namespace)}/any", {"spec": {"alertNamespace": "Own"}},
-                 content_type="application/merge-patch+json")
-    wait_until("the fixed route to be Ready", lambda: (ready(api_client, namespace, "any") or {}).get("status") == "True", 60)
+    request_json(
+        api_client,
+        "PATCH",
+        f"{ROUTES.format(namespace)}/any",
+        {"spec": {"alertNamespace": "Own"}},
+        content_type="application/merge-patch+json",
+    )
+    wait_until(
+        "the fixed route to be Ready", lambda: (ready(api_client, namespace, "any") or {}).get("status") == "True", 60
+    )

@@ -26,9 +26,16 @@ ANSWER = "# Healthy\nyes\n\n# Findings\nnone\n\n# Actions\nnone"
 
 
 def sinv(name: str, schedule: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "lestrade.dev/v1alpha1", "kind": "ScheduledInvestigation", "metadata": {"name": name},
-            "spec": {"schedule": schedule, "investigation": {"title": "Is the cluster healthy?",
-                                                             "sections": {"Healthy": "yes or no"}}, **spec}}
+    return {
+        "apiVersion": "lestrade.dev/v1alpha1",
+        "kind": "ScheduledInvestigation",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": schedule,
+            "investigation": {"title": "Is the cluster healthy?", "sections": {"Healthy": "yes or no"}},
+            **spec,
+        },
+    }
 
 
 def create(api_client: k8s.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -41,8 +48,8 @@ def get(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
 
 def children(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, dict[str, Any]]:
     items = k8s.CustomObjectsApi(api_client).list_namespaced_custom_object(
-        "lestrade.dev", "v1alpha1", namespace, "investigations",
-        label_selector=f"lestrade.dev/scheduled-by={name}")["items"]
+        "lestrade.dev", "v1alpha1", namespace, "investigations", label_selector=f"lestrade.dev/scheduled-by={name}"
+    )["items"]
     return {i["metadata"]["name"]: i for i in items}
 
 
@@ -61,10 +68,19 @@ def test_a_schedule_fires_every_few_seconds_and_keeps_its_history(
     assert len(set(created)) == len(created)  # never the same time twice
     assert all(int(n.rsplit("-", 1)[1]) % 2 == 0 for n in created)  # named after their time
     # history: at most two succeeded runs stay, and the schedule reports its runs
-    wait_until("history trimmed", lambda: sum(
-        1 for c in children(api_client, namespace, "tick").values()
-        if (c.get("status") or {}).get("phase") == "Succeeded") <= 2
-        and get(api_client, namespace, "tick")["status"].get("lastSuccessfulTime"), 60)
+    wait_until(
+        "history trimmed",
+        lambda: (
+            sum(
+                1
+                for c in children(api_client, namespace, "tick").values()
+                if (c.get("status") or {}).get("phase") == "Succeeded"
+            )
+            <= 2
+            and get(api_client, namespace, "tick")["status"].get("lastSuccessfulTime")
+        ),
+        60,
+    )
     some = next(iter(children(api_client, namespace, "tick").values()))
     assert some["metadata"]["ownerReferences"][0]["kind"] == "ScheduledInvestigation"
     assert some["spec"]["sections"] == {"Healthy": "yes or no"}
@@ -93,19 +109,35 @@ def test_after_an_outage_only_the_latest_missed_time_runs(
     # As if the operator had been down: the last handled times are long ago.
     ten_minutes_ago = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     for name, last in (("minutely", ten_minutes_ago), ("yearly", "2024-06-01T00:00:00Z")):
-        request_json(api_client, "PATCH", f"{BASE.format(ns=namespace)}/{name}/status",
-                     {"status": {"lastScheduleTime": last}}, content_type=MERGE_PATCH)
+        request_json(
+            api_client,
+            "PATCH",
+            f"{BASE.format(ns=namespace)}/{name}/status",
+            {"status": {"lastScheduleTime": last}},
+            content_type=MERGE_PATCH,
+        )
     start_operator(scenario_name, schedule_recheck=0.5)
-    wait_until("the missed minute started", lambda: get(api_client, namespace, "minutely")["status"].get(
-        "lastScheduleTime", ten_minutes_ago) != ten_minutes_ago, 60)
+    wait_until(
+        "the missed minute started",
+        lambda: (
+            get(api_client, namespace, "minutely")["status"].get("lastScheduleTime", ten_minutes_ago) != ten_minutes_ago
+        ),
+        60,
+    )
     last = get(api_client, namespace, "minutely")["status"]["lastScheduleTime"]
     runs = children(api_client, namespace, "minutely")
     stamp = int(datetime.fromisoformat(last.replace("Z", "+00:00")).timestamp())
     assert f"minutely-{stamp}" in runs
     assert len(runs) <= 2, sorted(runs)  # not ten: one, or two if a minute turned meanwhile
     # The yearly run is far past its starting deadline: skipped, with a Warning.
-    wait_until("yearly handled", lambda: get(api_client, namespace, "yearly")["status"].get(
-        "lastScheduleTime") == f"{datetime.now(UTC).year}-01-01T00:00:00Z", 60)
+    wait_until(
+        "yearly handled",
+        lambda: (
+            get(api_client, namespace, "yearly")["status"].get("lastScheduleTime")
+            == f"{datetime.now(UTC).year}-01-01T00:00:00Z"
+        ),
+        60,
+    )
     assert children(api_client, namespace, "yearly") == {}
     (missed,) = reasons(api_client, namespace, "yearly", "MissedSchedule")
     assert missed.type == "Warning" and "past startingDeadlineSeconds (60)" in missed.message
@@ -117,7 +149,10 @@ def test_bad_schedules_are_refused_or_reported(
     for body, expected in (
         (sinv("words", "every day at eight"), "spec.schedule: Invalid value"),
         (sinv("x" * 53, "@daily"), "metadata.name: at most 52 characters"),
-        (sinv("policy", "@daily", concurrencyPolicy="Sometimes"), 'spec.concurrencyPolicy: Unsupported value: "Sometimes"'),
+        (
+            sinv("policy", "@daily", concurrencyPolicy="Sometimes"),
+            'spec.concurrencyPolicy: Unsupported value: "Sometimes"',
+        ),
     ):
         with pytest.raises(ApiException) as info:
             create(api_client, namespace, body)
@@ -139,19 +174,30 @@ def test_bad_schedules_are_refused_or_reported(
 
 
 def test_the_daily_example_applies_without_drift_and_is_scheduled(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
     def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     applied = kubectl("apply", "--server-side", "-n", namespace, "-f", str(EXAMPLE))
     assert applied.returncode == 0, applied.stderr
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER)]))
     start_operator(scenario_name, schedule_recheck=0.5)
-    wait_until("next time", lambda: (get(api_client, namespace, "daily-health-check").get("status") or {}).get(
-        "nextScheduleTime"), 60)
+    wait_until(
+        "next time",
+        lambda: (get(api_client, namespace, "daily-health-check").get("status") or {}).get("nextScheduleTime"),
+        60,
+    )
     status = get(api_client, namespace, "daily-health-check")["status"]
     berlin = ZoneInfo("Europe/Berlin")
     expected = croniter("0 8 * * *", datetime.now(berlin)).get_next(datetime).astimezone(UTC)
@@ -175,8 +221,9 @@ def test_replace_deletes_the_unfinished_run_and_suspend_stops_new_ones(
     gone = replaced.message.split()[2]
     wait_until("the replaced run deleted", lambda: gone not in children(api_client, namespace, "swap"), 60)
     # suspended: the schedule says so, and no new run appears while it is
-    request_json(api_client, "PATCH", f"{BASE.format(ns=namespace)}/swap", {"spec": {"suspend": True}},
-                 content_type=MERGE_PATCH)
+    request_json(
+        api_client, "PATCH", f"{BASE.format(ns=namespace)}/swap", {"spec": {"suspend": True}}, content_type=MERGE_PATCH
+    )
 
     def ready_reason() -> str | None:
         conds = get(api_client, namespace, "swap")["status"].get("conditions") or []
@@ -186,6 +233,14 @@ def test_replace_deletes_the_unfinished_run_and_suspend_stops_new_ones(
     scheduled = len(reasons(api_client, namespace, "swap", "Scheduled"))
     last = get(api_client, namespace, "swap")["status"]["nextScheduleTime"]
     # two more scheduled times pass (nextScheduleTime moves on) without a new run
-    wait_until("two times passed", lambda: get(api_client, namespace, "swap")["status"]["nextScheduleTime"] >= (
-        datetime.fromisoformat(last.replace("Z", "+00:00")) + timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%SZ"), 60)
+    wait_until(
+        "two times passed",
+        lambda: (
+            get(api_client, namespace, "swap")["status"]["nextScheduleTime"]
+            >= (datetime.fromisoformat(last.replace("Z", "+00:00")) + timedelta(seconds=4)).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            )
+        ),
+        60,
+    )
     assert len(reasons(api_client, namespace, "swap", "Scheduled")) == scheduled

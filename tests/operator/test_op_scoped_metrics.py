@@ -60,37 +60,70 @@ def exposition() -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def test_a_scoped_run_reads_its_own_metrics_and_changes_only(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, tenancy: Any, exposition: tuple[str, dict[str, str]],
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    tenancy: Any,
+    exposition: tuple[str, dict[str, str]],
 ) -> None:
     target, served = exposition
     make_tenant(cluster, api_client, namespace)
-    with other_namespace(api_client, f"fact-{uuid.uuid4().hex[:6]}") as other, \
-            tenant_client(cluster, namespace) as as_tenant, \
-            PrometheusServer([target], binary=ensure_prometheus()) as prometheus:
-        served["text"] = (f'lestrade_scoped_value{{namespace="{namespace}"}} 2\n'
-                          f'lestrade_scoped_value{{namespace="{other}"}} 7919\n')
+    with (
+        other_namespace(api_client, f"fact-{uuid.uuid4().hex[:6]}") as other,
+        tenant_client(cluster, namespace) as as_tenant,
+        PrometheusServer([target], binary=ensure_prometheus()) as prometheus,
+    ):
+        served["text"] = (
+            f'lestrade_scoped_value{{namespace="{namespace}"}} 2\nlestrade_scoped_value{{namespace="{other}"}} 7919\n'
+        )
 
         def both_scraped() -> bool:
             body = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": "count(lestrade_scoped_value)"}).json()
             return bool(body["data"]["result"]) and body["data"]["result"][0]["value"][1] == "2"
 
         wait_until("Prometheus to scrape both namespaces' series", both_scraped, timeout=90)
-        k8s.CoreV1Api(api_client).create_namespaced_config_map(namespace, k8s.V1ConfigMap(
-            metadata=k8s.V1ObjectMeta(name="app-config"), data={"MODE": "fast"}))
-        model_server.add_scenario(Scenario(name=scenario_name, steps=[
-            Step(tool_calls=[
-                ToolCall(id="sum-1", name="prometheus_instant_query",
-                         arguments={"query": 'sum({__name__="lestrade_scoped_value", namespace=~".+"})'}),
-                ToolCall(id="changes-1", name="what_changed", arguments={"namespace": namespace, "minutes": 30}),
-            ]),
-            Step(content="metrics: {{ tool_output('prometheus_instant_query') }}\n"
-                         "changes: {{ tool_output('what_changed') }}"),
-        ]))
+        k8s.CoreV1Api(api_client).create_namespaced_config_map(
+            namespace, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="app-config"), data={"MODE": "fast"})
+        )
+        model_server.add_scenario(
+            Scenario(
+                name=scenario_name,
+                steps=[
+                    Step(
+                        tool_calls=[
+                            ToolCall(
+                                id="sum-1",
+                                name="prometheus_instant_query",
+                                arguments={"query": 'sum({__name__="lestrade_scoped_value", namespace=~".+"})'},
+                            ),
+                            ToolCall(
+                                id="changes-1", name="what_changed", arguments={"namespace": namespace, "minutes": 30}
+                            ),
+                        ]
+                    ),
+                    Step(
+                        content="metrics: {{ tool_output('prometheus_instant_query') }}\n"
+                        "changes: {{ tool_output('what_changed') }}"
+                    ),
+                ],
+            )
+        )
         start_operator(scenario_name, tools=None, prometheus_url=prometheus.url, **tenancy.settings())
-        k8s.CustomObjectsApi(as_tenant).create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "investigations", {
-            "apiVersion": f"{GROUP}/v1alpha1", "kind": "Investigation", "metadata": {"name": "scoped-metrics"},
-            "spec": {"title": "How much do the namespaces hold, and what changed?"}})
+        k8s.CustomObjectsApi(as_tenant).create_namespaced_custom_object(
+            GROUP,
+            "v1alpha1",
+            namespace,
+            "investigations",
+            {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "Investigation",
+                "metadata": {"name": "scoped-metrics"},
+                "spec": {"title": "How much do the namespaces hold, and what changed?"},
+            },
+        )
         done = wait_inv(api_client, namespace, "scoped-metrics", phase_is("Succeeded", "Failed"), timeout=120)
         status = done["status"]
         assert status["phase"] == "Succeeded", status
@@ -98,5 +131,7 @@ def test_a_scoped_run_reads_its_own_metrics_and_changes_only(
         analysis = status["analysis"]
         metrics, changes = analysis.split("changes:", 1)
         assert "{} 2" in metrics and not re.search(r"\b79(19|21)\b", analysis), analysis  # not 7919, nor 2+7919
-        assert f"What changed for namespace {namespace}" in changes and "configmap/app-config created" in changes, changes
+        assert f"What changed for namespace {namespace}" in changes and "configmap/app-config created" in changes, (
+            changes
+        )
         assert other not in analysis

@@ -35,29 +35,57 @@ def kubectl_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def _ask_about(model_server: Any, name: str, other: str) -> None:
     """The model describes a pod in the other namespace (built-in tool and bash's kubectl),
     then reports exactly what the tools said."""
-    model_server.add_scenario(Scenario(name=name, steps=[
-        Step(tool_calls=[
-            ToolCall(id="describe-1", name="kubectl_describe",
-                     arguments={"kind": "pod", "name": "payroll", "namespace": other}),
-            ToolCall(id="bash-1", name="bash",
-                     arguments={"command": f"kubectl get pod payroll -n {other} -o yaml"}),
-            ToolCall(id="find-1", name="kubectl_find_resource", arguments={"keyword": "payroll", "kind": "pod"}),
-        ]),
-        Step(content="## Findings\ndescribe: {{ tool_output('kubectl_describe') }}\n"
-                     "bash: {{ tool_output('bash') }}\nfind: {{ tool_output('kubectl_find_resource') }}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="describe-1",
+                            name="kubectl_describe",
+                            arguments={"kind": "pod", "name": "payroll", "namespace": other},
+                        ),
+                        ToolCall(
+                            id="bash-1",
+                            name="bash",
+                            arguments={"command": f"kubectl get pod payroll -n {other} -o yaml"},
+                        ),
+                        ToolCall(
+                            id="find-1", name="kubectl_find_resource", arguments={"keyword": "payroll", "kind": "pod"}
+                        ),
+                    ]
+                ),
+                Step(
+                    content="## Findings\ndescribe: {{ tool_output('kubectl_describe') }}\n"
+                    "bash: {{ tool_output('bash') }}\nfind: {{ tool_output('kubectl_find_resource') }}"
+                ),
+            ],
+        )
+    )
 
 
 def _create_as(client: k8s.ApiClient, namespace: str, name: str, other: str, **metadata: Any) -> dict[str, Any]:
-    body = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Investigation",
-            "metadata": {"name": name, **metadata},
-            "spec": {"title": f"What is wrong with pod payroll in namespace {other}?"}}
-    return k8s.CustomObjectsApi(client).create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "investigations", body)
+    body = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "Investigation",
+        "metadata": {"name": name, **metadata},
+        "spec": {"title": f"What is wrong with pod payroll in namespace {other}?"},
+    }
+    return k8s.CustomObjectsApi(client).create_namespaced_custom_object(
+        GROUP, "v1alpha1", namespace, "investigations", body
+    )
 
 
 def test_a_tenant_cannot_read_another_namespace_until_a_grant_says_so(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    start_operator: Any, tenancy: Any, kubectl_on_path: None,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    start_operator: Any,
+    tenancy: Any,
+    kubectl_on_path: None,
 ) -> None:
     fact = f"blue-harbor-{uuid.uuid4().hex[:6]}"
     tenant = make_tenant(cluster, api_client, namespace)
@@ -105,7 +133,10 @@ def test_a_tenant_cannot_read_another_namespace_until_a_grant_says_so(
 
 
 def test_the_requester_cannot_be_forged(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, tenancy: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    tenancy: Any,
 ) -> None:
     tenant = make_tenant(cluster, api_client, namespace)
     with tenant_client(cluster, namespace) as as_tenant:
@@ -121,22 +152,37 @@ def test_the_requester_cannot_be_forged(
         for client in (as_tenant, api_client):
             with pytest.raises(k8s.ApiException) as refused:
                 k8s.CustomObjectsApi(client).patch_namespaced_custom_object(
-                    GROUP, "v1alpha1", namespace, "investigations", "forged",
+                    GROUP,
+                    "v1alpha1",
+                    namespace,
+                    "investigations",
+                    "forged",
                     {"metadata": {"annotations": {REQUESTED_BY_ANNOTATION: "kubernetes-admin"}}},
-                    _content_type="application/merge-patch+json")
+                    _content_type="application/merge-patch+json",
+                )
             assert refused.value.status in (403, 422)
             assert "cannot be changed" in refused.value.body
         with pytest.raises(k8s.ApiException) as removed:
             custom.patch_namespaced_custom_object(
-                GROUP, "v1alpha1", namespace, "investigations", "forged",
+                GROUP,
+                "v1alpha1",
+                namespace,
+                "investigations",
+                "forged",
                 {"metadata": {"annotations": {REQUESTER_GROUPS_ANNOTATION: None}}},
-                _content_type="application/merge-patch+json")
+                _content_type="application/merge-patch+json",
+            )
         assert "cannot be changed" in removed.value.body
 
 
 def test_job_mode_pods_run_with_the_scope_too(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str,
-    tenancy: Any, tmp_path: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tenancy: Any,
+    tmp_path: Any,
 ) -> None:
     """A Job's pod gets the tenancy settings from the operator (PASSED_TO_JOBS) and its entry
     point confines the run exactly as the operator does."""
@@ -149,16 +195,31 @@ def test_job_mode_pods_run_with_the_scope_too(
     from lestrade.operator.runs.jobs import job_manifest
     from lestrade.runs.views import view_of
 
-    env = {"LESTRADE_TOOLS_SERVICE_ACCOUNT": tenancy.tools_account,
-           "LESTRADE_SCOPES_NAMESPACE": tenancy.scopes_namespace, "LESTRADE_SCOPE_POLICY": tenancy.policy}
+    env = {
+        "LESTRADE_TOOLS_SERVICE_ACCOUNT": tenancy.tools_account,
+        "LESTRADE_SCOPES_NAMESPACE": tenancy.scopes_namespace,
+        "LESTRADE_SCOPE_POLICY": tenancy.policy,
+    }
     fact = f"red-pier-{uuid.uuid4().hex[:6]}"
     make_tenant(cluster, api_client, namespace)
     with other_namespace(api_client, fact) as other, tenant_client(cluster, namespace) as as_tenant:
-        model_server.add_scenario(Scenario(name=scenario_name, steps=[
-            Step(tool_calls=[ToolCall(id="d-1", name="kubectl_describe",
-                                      arguments={"kind": "pod", "name": "payroll", "namespace": other})]),
-            Step(content="describe: {{ tool_output('kubectl_describe') }}"),
-        ]))
+        model_server.add_scenario(
+            Scenario(
+                name=scenario_name,
+                steps=[
+                    Step(
+                        tool_calls=[
+                            ToolCall(
+                                id="d-1",
+                                name="kubectl_describe",
+                                arguments={"kind": "pod", "name": "payroll", "namespace": other},
+                            )
+                        ]
+                    ),
+                    Step(content="describe: {{ tool_output('kubectl_describe') }}"),
+                ],
+            )
+        )
         created = _create_as(as_tenant, namespace, "in-a-job", other)
         settings = OperatorSettings.from_env({**env, "POD_NAMESPACE": namespace})
         container = job_manifest(settings, view_of(created).ref, 1, 60)["spec"]["template"]["spec"]["containers"][0]
@@ -169,7 +230,11 @@ def test_job_mode_pods_run_with_the_scope_too(
         result = subprocess.run(
             [sys.executable, *container["command"][1:], "--kubeconfig", str(cluster.kubeconfig)],
             env={**os.environ, **passed, "LESTRADE_MODEL_LIST": str(models)} | {"POD_NAME": "job-pod"},
-            capture_output=True, text=True, timeout=180, check=False)
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         status = wait_inv(api_client, namespace, "in-a-job", phase_is("Succeeded", "Failed"), timeout=60)["status"]
         assert status["phase"] == "Succeeded" and status["scope"]["namespaces"] == [namespace]
@@ -177,7 +242,10 @@ def test_job_mode_pods_run_with_the_scope_too(
 
 
 def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, tenancy: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    tenancy: Any,
 ) -> None:
     """Clusters without MutatingAdmissionPolicy (the chart's default): the validating policy
     alone keeps the requester truthful at creation. The mutating binding is removed for the
@@ -186,7 +254,8 @@ def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
 
     tenant = make_tenant(cluster, api_client, namespace)
     k8s.CustomObjectsApi(api_client).delete_cluster_custom_object(
-        "admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicybindings", POLICY_NAME)
+        "admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicybindings", POLICY_NAME
+    )
     try:
         with tenant_client(cluster, namespace) as as_tenant:
             forged = {REQUESTED_BY_ANNOTATION: "kubernetes-admin"}
@@ -201,25 +270,42 @@ def test_without_the_mutating_policy_the_annotations_are_truthful_or_refused(
                 return False
 
             from opkit import wait_until
+
             wait_until("the mutating policy to stop applying", refused, timeout=60, interval=0.3)
             with pytest.raises(k8s.ApiException) as claimed:
-                _create_as(as_tenant, namespace, "claims-masters", "x",
-                           annotations={REQUESTER_GROUPS_ANNOTATION: "system:masters"})
+                _create_as(
+                    as_tenant,
+                    namespace,
+                    "claims-masters",
+                    "x",
+                    annotations={REQUESTER_GROUPS_ANNOTATION: "system:masters"},
+                )
             assert "names a group you are not in" in claimed.value.body
-            truthful = _create_as(as_tenant, namespace, "truthful", "x", annotations={
-                REQUESTED_BY_ANNOTATION: tenant,
-                REQUESTER_GROUPS_ANNOTATION: f"system:serviceaccounts:{namespace}"})
+            truthful = _create_as(
+                as_tenant,
+                namespace,
+                "truthful",
+                "x",
+                annotations={
+                    REQUESTED_BY_ANNOTATION: tenant,
+                    REQUESTER_GROUPS_ANNOTATION: f"system:serviceaccounts:{namespace}",
+                },
+            )
             assert truthful["metadata"]["annotations"][REQUESTED_BY_ANNOTATION] == tenant
             silent = _create_as(as_tenant, namespace, "silent", "x")
             assert REQUESTED_BY_ANNOTATION not in (silent["metadata"].get("annotations") or {})
     finally:
         import tenantkit
+
         tenantkit._installed.clear()
         install_requester_policies(api_client, namespace)
 
 
 def test_only_the_creator_asks_in_a_conversation(
-    cluster: Any, api_client: k8s.ApiClient, namespace: str, tenancy: Any,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    tenancy: Any,
 ) -> None:
     """Every turn runs with the creator's scope, so another user who may patch the Conversation
     still cannot ask in it (approvals and other changes stay open to them)."""
@@ -227,8 +313,10 @@ def test_only_the_creator_asks_in_a_conversation(
 
     make_tenant(cluster, api_client, namespace, "alice")
     make_tenant(cluster, api_client, namespace, "bob")
-    with tenant_client(cluster, namespace, "alice") as alice_client, \
-            tenant_client(cluster, namespace, "bob") as bob_client:
+    with (
+        tenant_client(cluster, namespace, "alice") as alice_client,
+        tenant_client(cluster, namespace, "bob") as bob_client,
+    ):
         create_conv(alice_client, namespace, "alices", "What runs here?")
         ask(alice_client, namespace, "alices", "And since when?")
         with pytest.raises(k8s.ApiException) as refused:

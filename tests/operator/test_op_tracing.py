@@ -25,19 +25,41 @@ pytestmark = pytest.mark.binaries("otelcol")
 
 
 def test_a_runs_spans_reach_the_collector(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any, scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
-    k8s.CoreV1Api(api_client).create_namespaced_config_map(namespace, k8s.V1ConfigMap(
-        metadata=k8s.V1ObjectMeta(name="app-config"), data={"note": CANARY}))
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="get-1", name="kubectl_describe",
-                                  arguments={"kind": "configmap", "name": "app-config", "namespace": namespace})]),
-        Step(content="The config map is fine."),
-    ]))
+    k8s.CoreV1Api(api_client).create_namespaced_config_map(
+        namespace, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="app-config"), data={"note": CANARY})
+    )
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="get-1",
+                            name="kubectl_describe",
+                            arguments={"kind": "configmap", "name": "app-config", "namespace": namespace},
+                        )
+                    ]
+                ),
+                Step(content="The config map is fine."),
+            ],
+        )
+    )
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     with Collector() as collector:
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_SERVICE_NAME": "lestrade-test",
-               "OTEL_BSP_SCHEDULE_DELAY": "200"}
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_SERVICE_NAME": "lestrade-test",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+        }
         op = OperatorProcess(cluster, namespace, models, tmp_path / "operator.log", env=env).start()
         try:
             created = create_inv(api_client, namespace, "traced")
@@ -67,7 +89,10 @@ def test_a_runs_spans_reach_the_collector(
     chats = by_op["chat"]
     assert len(chats) == 2 and all(c["parentSpanId"] == run["spanId"] for c in chats)
     for chat in chats:
-        assert chat["attributes"]["gen_ai.request.model"].endswith(scenario_name) or chat["attributes"]["gen_ai.request.model"]
+        assert (
+            chat["attributes"]["gen_ai.request.model"].endswith(scenario_name)
+            or chat["attributes"]["gen_ai.request.model"]
+        )
         assert chat["attributes"]["gen_ai.usage.input_tokens"] > 0
         assert chat["attributes"]["lestrade.model.retries"] == 0
         assert "lestrade.model.cost_usd" in chat["attributes"] and "lestrade.model.latency_s" in chat["attributes"]

@@ -26,8 +26,11 @@ async def test_transcript_is_chunked_owned_and_reloads_losslessly(
     messages = [
         {"role": "system", "content": "you are a detective"},
         {"role": "user", "content": "ünïcødé ✓ " * 50},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call/1 odd id", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call/1 odd id", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call/1 odd id", "content": "x" * 30_000},  # > 3 chunks
         {"role": "assistant", "content": "done"},
     ]

@@ -26,7 +26,8 @@ def test_since_replays_every_change_after_it(api_client: k8s.ApiClient, crds: No
     since = resource_version(api_client, namespace)
     created: dict[str, Any] = create_inv(api_client, namespace, "brief")
     _delete(api_client, namespace, "brief")
-    final, seen = watch_phases(api_client, namespace, "brief", lambda o: bool(o.get("deleted")),
-                               timeout=5, since=since)
+    final, seen = watch_phases(api_client, namespace, "brief", lambda o: bool(o.get("deleted")), timeout=5, since=since)
     assert [(o["metadata"]["uid"], bool(o.get("deleted"))) for o in seen] == [
-        (created["metadata"]["uid"], False), (created["metadata"]["uid"], True)]
+        (created["metadata"]["uid"], False),
+        (created["metadata"]["uid"], True),
+    ]

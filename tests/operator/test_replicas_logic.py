@@ -15,10 +15,22 @@ from lestrade.operator.replicas.membership import Holder, Membership
 from lestrade.operator.replicas.ownership import preferred_owner
 
 
-@pytest.mark.parametrize("text", [
-    None, "", "lease", "lease/uid", "lease/uid/", "lease/uid/x", "/uid/1", "lease//1",
-    "lease/uid/1/extra", "lease/uid/-1", "a/b/1\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "lease",
+        "lease/uid",
+        "lease/uid/",
+        "lease/uid/x",
+        "/uid/1",
+        "lease//1",
+        "lease/uid/1/extra",
+        "lease/uid/-1",
+        "a/b/1\n",
+    ],
+)
 def test_malformed_claims_name_nobody(text: str | None) -> None:
     assert Holder.decode(text) is None
 
@@ -38,20 +50,24 @@ def test_the_preferred_owner_is_stable_and_spreads() -> None:
     assert preferred_owner("uid", []) is None
 
 
-@pytest.mark.parametrize("env, field", [
-    ({"LESTRADE_REPLICAS": "both"}, "LESTRADE_REPLICAS"),
-    ({"LESTRADE_REPLICAS": "shared", "LESTRADE_JOB_MODE": "true"}, "Job mode"),
-    ({"LESTRADE_LEASE_RENEW_DEADLINE": "30"}, "LESTRADE_LEASE_RENEW_DEADLINE"),
-    ({"LESTRADE_LEASE_RENEW_INTERVAL": "0"}, "LESTRADE_LEASE_RENEW_INTERVAL"),
-])
+@pytest.mark.parametrize(
+    "env, field",
+    [
+        ({"LESTRADE_REPLICAS": "both"}, "LESTRADE_REPLICAS"),
+        ({"LESTRADE_REPLICAS": "shared", "LESTRADE_JOB_MODE": "true"}, "Job mode"),
+        ({"LESTRADE_LEASE_RENEW_DEADLINE": "30"}, "LESTRADE_LEASE_RENEW_DEADLINE"),
+        ({"LESTRADE_LEASE_RENEW_INTERVAL": "0"}, "LESTRADE_LEASE_RENEW_INTERVAL"),
+    ],
+)
 def test_bad_replica_settings_are_refused_naming_the_setting(env: dict[str, str], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         OperatorSettings.from_env(env)
 
 
 def test_replica_settings_from_the_environment() -> None:
-    settings = OperatorSettings.from_env({"LESTRADE_REPLICAS": "Shared", "POD_NAME": "lestrade-7d9-x2",
-                                          "POD_NAMESPACE": "ops"})
+    settings = OperatorSettings.from_env(
+        {"LESTRADE_REPLICAS": "Shared", "POD_NAME": "lestrade-7d9-x2", "POD_NAMESPACE": "ops"}
+    )
     assert (settings.replicas, settings.replica_name, settings.lease_namespace) == ("shared", "lestrade-7d9-x2", "ops")
     assert settings.lease_renew_interval < settings.lease_renew_deadline < settings.lease_duration
 
@@ -64,9 +80,10 @@ class FakeLeases:
         self.gets = 0
 
     def put(self, name: str, uid: str, epoch: int, renew: str, duration: int = 10) -> None:
-        self.leases[name] = {"metadata": {"name": name, "uid": uid, "resourceVersion": "1"},
-                             "spec": {"renewTime": renew, "leaseTransitions": epoch,
-                                      "leaseDurationSeconds": duration}}
+        self.leases[name] = {
+            "metadata": {"name": name, "uid": uid, "resourceVersion": "1"},
+            "spec": {"renewTime": renew, "leaseTransitions": epoch, "leaseDurationSeconds": duration},
+        }
 
     async def get(self, path: str, **_: Any) -> dict[str, Any]:
         self.gets += 1
@@ -79,8 +96,16 @@ class FakeLeases:
 def test_another_replica_is_dead_only_after_its_lease_stood_still_for_the_duration() -> None:
     now = [100.0]
     kube = FakeLeases()
-    membership = Membership(kube, namespace="ops", group="g", replica="me", duration=10,  # type: ignore[arg-type]
-                            renew_deadline=6, renew_interval=1, clock=lambda: now[0])
+    membership = Membership(
+        kube,
+        namespace="ops",
+        group="g",
+        replica="me",
+        duration=10,  # type: ignore[arg-type]
+        renew_deadline=6,
+        renew_interval=1,
+        clock=lambda: now[0],
+    )
     other = Holder("g-b", "uid-b", 0)
     kube.put("g-b", "uid-b", 0, "t1")
 
@@ -111,8 +136,16 @@ def test_reads_are_reused_for_a_second_at_most() -> None:
     now = [0.0]
     kube = FakeLeases()
     kube.put("g-b", "uid-b", 0, "t1")
-    membership = Membership(kube, namespace="ops", group="g", replica="me", duration=10,  # type: ignore[arg-type]
-                            renew_deadline=6, renew_interval=1, clock=lambda: now[0])
+    membership = Membership(
+        kube,
+        namespace="ops",
+        group="g",
+        replica="me",
+        duration=10,  # type: ignore[arg-type]
+        renew_deadline=6,
+        renew_interval=1,
+        clock=lambda: now[0],
+    )
 
     async def many() -> None:
         for _ in range(50):
@@ -126,11 +159,25 @@ def test_reads_are_reused_for_a_second_at_most() -> None:
 
 
 def test_a_fenced_replica_is_not_alive_for_itself_and_its_timing_is_checked() -> None:
-    membership = Membership(object(), namespace="ops", group="g", replica="Me_Pod", duration=10,  # type: ignore[arg-type]
-                            renew_deadline=6, renew_interval=1)
+    membership = Membership(
+        object(),
+        namespace="ops",
+        group="g",
+        replica="Me_Pod",
+        duration=10,  # type: ignore[arg-type]
+        renew_deadline=6,
+        renew_interval=1,
+    )
     assert membership.name == "g-me-pod"  # a valid object name from any host name
     assert membership.fenced and membership.holder is None
     assert not asyncio.run(membership.alive(Holder("g-me-pod", "u", 0)))
     with pytest.raises(ValueError, match="renew interval < renew deadline < lease duration"):
-        Membership(object(), namespace="ops", group="g", replica="x", duration=5,  # type: ignore[arg-type]
-                   renew_deadline=6, renew_interval=1)
+        Membership(
+            object(),
+            namespace="ops",
+            group="g",
+            replica="x",
+            duration=5,  # type: ignore[arg-type]
+            renew_deadline=6,
+            renew_interval=1,
+        )

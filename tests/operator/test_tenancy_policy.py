@@ -37,13 +37,16 @@ def test_by_default_a_run_reads_its_own_namespace_only() -> None:
     assert scope == RunScope(cluster=False, namespaces=["team-b"], reason="own namespace team-b")
 
 
-@pytest.mark.parametrize(("namespace", "groups", "expected"), [
-    ("team-b", ["sre"], None),                        # a group grant: the whole cluster
-    ("team-a", ["devs"], ["shared", "team-a", "team-a-db"]),  # a namespace grant
-    ("audit", ["auditors"], ["audit", "finance"]),    # both conditions hold
-    ("audit", ["devs"], ["audit"]),                   # only one holds: no grant
-    ("team-b", ["auditors"], ["team-b"]),
-])
+@pytest.mark.parametrize(
+    ("namespace", "groups", "expected"),
+    [
+        ("team-b", ["sre"], None),  # a group grant: the whole cluster
+        ("team-a", ["devs"], ["shared", "team-a", "team-a-db"]),  # a namespace grant
+        ("audit", ["auditors"], ["audit", "finance"]),  # both conditions hold
+        ("audit", ["devs"], ["audit"]),  # only one holds: no grant
+        ("team-b", ["auditors"], ["team-b"]),
+    ],
+)
 def test_grants_add_namespaces(namespace: str, groups: list[str], expected: list[str] | None) -> None:
     scope = decide_scope(namespace, Requester(username="x", groups=groups), parse_policy(POLICY))
     if expected is None:
@@ -66,8 +69,12 @@ def test_a_broken_policy_grants_nothing_and_says_why(text: str) -> None:
 
 
 def _registry(scope: RunScope) -> tuple[list[str], str]:
-    settings = OperatorSettings.from_env({}, prometheus_url="http://prometheus:9090", enable_write_tools=True,
-                                         alertmanager_url="http://alertmanager:9093")
+    settings = OperatorSettings.from_env(
+        {},
+        prometheus_url="http://prometheus:9090",
+        enable_write_tools=True,
+        alertmanager_url="http://alertmanager:9093",
+    )
     with k8s.ApiClient() as client:
         registry = ScopedTools(settings).registry(client, scope, None)
         return [t.name for t in registry.enabled_tools()], registry.instructions()
@@ -96,13 +103,16 @@ def test_write_tools_refuse_namespaces_outside_the_scope() -> None:
 
 def test_requester_template_is_the_generated_policy() -> None:
     text = (CHART / "templates" / "requester-policy.yaml").read_text()
-    assert text == requester_policy.chart_template(), \
+    assert text == requester_policy.chart_template(), (
         "regenerate: python -m lestrade.operator.admission.requester > charts/lestrade/templates/requester-policy.yaml"
+    )
     validating, mutating = text.split("{{- if .Values.tenancy.mutatingPolicy }}")
-    assert [d for d in yaml.safe_load_all("\n".join(validating.splitlines()[1:])) if d] == \
-        requester_policy.validating_manifests()
-    assert [d for d in yaml.safe_load_all("\n".join(mutating.splitlines()[:-2])) if d] == \
-        requester_policy.mutating_manifests()
+    assert [
+        d for d in yaml.safe_load_all("\n".join(validating.splitlines()[1:])) if d
+    ] == requester_policy.validating_manifests()
+    assert [
+        d for d in yaml.safe_load_all("\n".join(mutating.splitlines()[:-2])) if d
+    ] == requester_policy.mutating_manifests()
 
 
 def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None:
@@ -115,9 +125,14 @@ def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None
     grants = [{"groups": ["sre"], "namespaces": ["*"]}, {"fromNamespaces": ["team-a"], "namespaces": ["team-a-db"]}]
     values = tmp_path / "values.json"
     values.write_text(json.dumps({"tenancy": {"grants": grants}}))
-    result = subprocess.run([str(helm), "template", "r", str(CHART), "--namespace", "ops", "-f", str(values)],
-                            capture_output=True, text=True, timeout=120, check=False,
-                            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [str(helm), "template", "r", str(CHART), "--namespace", "ops", "-f", str(values)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     (policy,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "r-lestrade-scope-policy"]
@@ -132,10 +147,13 @@ def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None
     assert env["LESTRADE_TOOLS_READ_ROLE"] == "r-lestrade-tools-read"
 
 
-@pytest.mark.parametrize("requester", [None, Requester(username="x", groups=[]), Requester(username="x", groups=["sre"])])
+@pytest.mark.parametrize(
+    "requester", [None, Requester(username="x", groups=[]), Requester(username="x", groups=["sre"])]
+)
 @pytest.mark.parametrize("namespace", ["team-b", "finance", "default"])
 def test_a_grant_with_neither_groups_nor_from_namespaces_matches_nothing(
-        namespace: str, requester: Requester | None) -> None:
+    namespace: str, requester: Requester | None
+) -> None:
     """Issue 29: such a grant, if it matched, would give every run the namespace."""
     policy = parse_policy("grants:\n  - namespaces: [finance, '*']\n")
     assert not policy.error and len(policy.grants) == 1

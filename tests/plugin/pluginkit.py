@@ -23,15 +23,23 @@ class Result:
     err: str
 
 
-def run_plugin(kubeconfig: Path | str, namespace: str, *args: str, stdin: str = "", env: dict[str, str] | None = None,
-               command: list[str] | None = None, timeout: float = 120) -> Result:
+def run_plugin(
+    kubeconfig: Path | str,
+    namespace: str,
+    *args: str,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    timeout: float = 120,
+) -> Result:
     """`kubectl-lestrade ARGS -n NAMESPACE` with that kubeconfig (`command` replaces the
     executable, e.g. with kubectl itself)."""
     done = subprocess.run(
         [*(command or [str(PLUGIN)]), *args, "-n", namespace],
-        input=stdin, capture_output=True, text=True, timeout=timeout,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
     )
     return Result(done.returncode, done.stdout, done.stderr)
-
-

@@ -19,25 +19,54 @@ HOSTILE = "\x1b]0;pwned\x07\x1b[2J"
 
 
 def test_investigate_from_an_alert_approve_follow_list_and_transcript(
-    operator: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any,
-    cluster: Any, tmp_path: Path,
+    operator: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
+    tmp_path: Path,
 ) -> None:
     tag = scenario_name
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]),
-        Step(tool_calls=[ToolCall(id="probe-1", name="slow_probe",
-                                  arguments={"namespace": namespace, "tag": tag, "seconds": 3})]),
-        Step(content=f"## Root cause\nThe pod ran out of memory.{HOSTILE}"),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(
+                    tool_calls=[ToolCall(id="fix-1", name="apply_fix", arguments={"namespace": namespace, "tag": tag})]
+                ),
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="probe-1",
+                            name="slow_probe",
+                            arguments={"namespace": namespace, "tag": tag, "seconds": 3},
+                        )
+                    ]
+                ),
+                Step(content=f"## Root cause\nThe pod ran out of memory.{HOSTILE}"),
+            ],
+        )
+    )
     operator(scenario_name)
     alert = tmp_path / "alert.json"
-    alert.write_text(json.dumps({"alerts": [{
-        "labels": {"alertname": "KubePodCrashLooping", "namespace": namespace, "pod": "web-1"},
-        "annotations": {"description": "web-1 restarts every minute"},
-    }]}))
+    alert.write_text(
+        json.dumps(
+            {
+                "alerts": [
+                    {
+                        "labels": {"alertname": "KubePodCrashLooping", "namespace": namespace, "pod": "web-1"},
+                        "annotations": {"description": "web-1 restarts every minute"},
+                    }
+                ]
+            }
+        )
+    )
     admin = cluster.kubeconfig
 
-    started = run_plugin(admin, namespace, "investigate", "--alert", str(alert), "--name", "crash", "--stop-at-approval")
+    started = run_plugin(
+        admin, namespace, "investigate", "--alert", str(alert), "--name", "crash", "--stop-at-approval"
+    )
     assert started.code == 3, started
     assert "investigation/crash created" in started.out
     assert "waiting for approval:" in started.out and "fix-1: apply_fix" in started.out and tag in started.out
@@ -62,7 +91,9 @@ def test_investigate_from_an_alert_approve_follow_list_and_transcript(
     assert f'"tag": "{tag}"' in approved.out and "approve fix-1? [y/N]" in approved.out
     assert "approved fix-1 as " in approved.out
     digest = inv["status"]["pendingApprovals"][0]["digest"]
-    assert get_inv(api_client, namespace, "crash")["spec"]["decisions"] == {"fix-1": {"approved": True, "digest": digest}}
+    assert get_inv(api_client, namespace, "crash")["spec"]["decisions"] == {
+        "fix-1": {"approved": True, "digest": digest}
+    }
 
     # Follow to the end with one-second watches: it reconnects several times during the slow
     # probe and shows every item exactly once.
@@ -82,8 +113,14 @@ def test_investigate_from_an_alert_approve_follow_list_and_transcript(
 
     # kubectl itself finds the plugin on PATH: `kubectl lestrade list`.
     plugin_dir = str(Path(__file__).resolve().parents[2] / ".venv" / "bin")
-    table = run_plugin(admin, namespace, "lestrade", "list", command=[str(binary_path("kubectl"))],
-                       env={"PATH": f"{plugin_dir}:{os.environ['PATH']}"})
+    table = run_plugin(
+        admin,
+        namespace,
+        "lestrade",
+        "list",
+        command=[str(binary_path("kubectl"))],
+        env={"PATH": f"{plugin_dir}:{os.environ['PATH']}"},
+    )
     assert table.code == 0, table
     header, *rows = table.out.splitlines()
     assert header.split()[:4] == ["KIND", "NAME", "PHASE", "AGE"] and "COST" in header
@@ -99,11 +136,21 @@ def test_investigate_from_an_alert_approve_follow_list_and_transcript(
 
 
 def test_a_failed_run_exits_non_zero_and_ask_answers_turn_after_turn(
-    operator: Any, model_server: Any, scenario_name: str, namespace: str, cluster: Any,
+    operator: Any,
+    model_server: Any,
+    scenario_name: str,
+    namespace: str,
+    cluster: Any,
 ) -> None:
-    model_server.add_scenario(Scenario(name=scenario_name, steps=[
-        Step(content="The first answer."), Step(content="The second answer."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            steps=[
+                Step(content="The first answer."),
+                Step(content="The second answer."),
+            ],
+        )
+    )
     operator(scenario_name)
     admin = cluster.kubeconfig
 

@@ -16,16 +16,36 @@ from lestrade.resources import GROUP
 def _finished(api_client: Any, namespace: str, name: str, title: str, cause: str, **spec: Any) -> None:
     create_inv(api_client, namespace, name, title=title, **spec)
     k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP, "v1alpha1", namespace, "investigations", name, {"status": {
-            "phase": "Succeeded", "completionTime": "2026-11-20T10:00:00Z", "analysis": cause,
-            "sections": {"Conclusions and Possible Root Causes": cause, "Next Steps": "raise the limit"}}})
+        GROUP,
+        "v1alpha1",
+        namespace,
+        "investigations",
+        name,
+        {
+            "status": {
+                "phase": "Succeeded",
+                "completionTime": "2026-11-20T10:00:00Z",
+                "analysis": cause,
+                "sections": {"Conclusions and Possible Root Causes": cause, "Next Steps": "raise the limit"},
+            }
+        },
+    )
 
 
 def test_history_finds_root_causes_as_the_user_may_read_them(
-    namespace: str, api_client: Any, cluster: Any, crds: None,
+    namespace: str,
+    api_client: Any,
+    cluster: Any,
+    crds: None,
 ) -> None:
-    _finished(api_client, namespace, "oom-web", "web keeps restarting",
-              "web is OOMKilled: 64Mi limit\x1b[31m", subject={"kind": "Deployment", "name": "web"})
+    _finished(
+        api_client,
+        namespace,
+        "oom-web",
+        "web keeps restarting",
+        "web is OOMKilled: 64Mi limit\x1b[31m",
+        subject={"kind": "Deployment", "name": "web"},
+    )
     _finished(api_client, namespace, "dns", "lookups fail", "coredns cannot reach its upstream")
     grant(api_client, namespace, "reader", [("investigations", ["list"]), ("conversations", ["list"])])
     reader = cluster.kubeconfig_for(namespace, "reader")

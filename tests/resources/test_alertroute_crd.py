@@ -52,17 +52,27 @@ def test_a_valid_route_gets_its_defaults(api_client: k8s.ApiClient, namespace: s
     ("spec", "expected"),
     [
         ({"matchers": [{"name": "alert-name", "value": "x"}]}, "spec.matchers[0].name: Invalid value"),
-        ({"matchers": [{"name": "a", "operator": "==", "value": "x"}]},
-         'spec.matchers[0].operator: Unsupported value: "=="'),
-        ({"investigation": {"title": "{% for l in labels %}{{ l }}{% endfor %}"}},
-         "title: only {{ ... }} expressions are allowed"),
+        (
+            {"matchers": [{"name": "a", "operator": "==", "value": "x"}]},
+            'spec.matchers[0].operator: Unsupported value: "=="',
+        ),
+        (
+            {"investigation": {"title": "{% for l in labels %}{{ l }}{% endfor %}"}},
+            "title: only {{ ... }} expressions are allowed",
+        ),
         ({"investigation": {"title": "{{ labels.pod "}}, "title: every '{{' must be closed by '}}'"),
-        ({"investigation": {"title": "{{ labels.__class__.__mro__ }}"}},
-         "title: a template expression may only read labels, annotations"),
-        ({"investigation": {"title": "ok", "question": "{{ cycler.__init__.__globals__ }}"}},
-         "question: a template expression may only read"),
-        ({"investigation": {"title": "ok", "description": "{{ 7*7 }}"}},
-         "description: a template expression may only read"),
+        (
+            {"investigation": {"title": "{{ labels.__class__.__mro__ }}"}},
+            "title: a template expression may only read labels, annotations",
+        ),
+        (
+            {"investigation": {"title": "ok", "question": "{{ cycler.__init__.__globals__ }}"}},
+            "question: a template expression may only read",
+        ),
+        (
+            {"investigation": {"title": "ok", "description": "{{ 7*7 }}"}},
+            "description: a template expression may only read",
+        ),
         ({"investigation": {"title": ""}}, "spec.investigation.title: Invalid value"),
         ({"dedupWindow": "an hour"}, 'spec.dedupWindow: Invalid value: "an hour"'),
         ({"limits": {"maxOpen": -1}}, "spec.limits.maxOpen: Invalid value: -1"),
@@ -77,8 +87,13 @@ def test_bad_routes_are_refused_with_a_message_naming_the_field(
 
 
 def test_a_bad_regex_is_refused_with_re2s_reason(api_client: k8s.ApiClient, namespace: str) -> None:
-    message = refused(api_client, namespace, route(matchers=[
-        {"name": "a", "value": "(fine: not a regex)"}, {"name": "b", "operator": "!~", "value": "a(b"}]))
+    message = refused(
+        api_client,
+        namespace,
+        route(
+            matchers=[{"name": "a", "value": "(fine: not a regex)"}, {"name": "b", "operator": "!~", "value": "a(b"}]
+        ),
+    )
     assert "spec.matchers[1]" in message and "missing closing )" in message, message
     assert "value: not a valid RE2 regular expression" in message, message
 
@@ -91,7 +106,9 @@ def test_a_route_name_must_fit_a_label_value(api_client: k8s.ApiClient, namespac
 def kubectl(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(binary_path("kubectl")), f"--kubeconfig={cluster.kubeconfig}", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -43,16 +43,15 @@ class Objects:
         return request_json(self.api_client, "GET", f"{self.base}/{name}")
 
     def replace(self, body: dict[str, Any]) -> dict[str, Any]:
-        return request_json(self.api_client, "PUT", f"{self.base}/{body['metadata']['name']}",
-                            body)
+        return request_json(self.api_client, "PUT", f"{self.base}/{body['metadata']['name']}", body)
 
     def patch(self, name: str, body: Any, content_type: str = MERGE_PATCH) -> dict[str, Any]:
-        return request_json(self.api_client, "PATCH", f"{self.base}/{name}", body,
-                            content_type=content_type)
+        return request_json(self.api_client, "PATCH", f"{self.base}/{name}", body, content_type=content_type)
 
     def patch_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        return request_json(self.api_client, "PATCH", f"{self.base}/{name}/status",
-                            {"status": status}, content_type=MERGE_PATCH)
+        return request_json(
+            self.api_client, "PATCH", f"{self.base}/{name}/status", {"status": status}, content_type=MERGE_PATCH
+        )
 
 
 def rejected(call: Any, *args: Any, **kwargs: Any) -> str:
@@ -120,7 +119,7 @@ def test_investigation_without_title_is_rejected(investigations: Objects) -> Non
         ({"title": ""}, "spec.title: Invalid value"),
         ({"maxSteps": 0}, "spec.maxSteps: Invalid value: 0"),
         ({"maxSteps": 101}, "spec.maxSteps: Invalid value: 101"),
-        ({"timeout": "ten minutes"}, "spec.timeout: Invalid value: \"ten minutes\""),
+        ({"timeout": "ten minutes"}, 'spec.timeout: Invalid value: "ten minutes"'),
         ({"ttlSecondsAfterFinished": -5}, "spec.ttlSecondsAfterFinished: Invalid value: -5"),
         ({"decisions": {"call_1": {"reason": "ok"}}}, "spec.decisions.call_1.approved: Required"),
     ],
@@ -135,7 +134,7 @@ def test_invalid_investigation_is_rejected_with_a_clear_message(
 def test_status_enum_is_enforced(investigations: Objects) -> None:
     investigations.create(investigation("enum"))
     message = rejected(investigations.patch_status, "enum", {"phase": "Done"})
-    assert "status.phase: Unsupported value: \"Done\"" in message
+    assert 'status.phase: Unsupported value: "Done"' in message
 
 
 # --- Investigation: spec frozen once running, except decisions -------------------------------
@@ -162,7 +161,9 @@ def test_spec_may_change_while_pending(investigations: Objects) -> None:
 def test_spec_is_frozen_once_running(investigations: Objects, change: dict[str, Any]) -> None:
     investigations.create(
         investigation(
-            "frozen", maxSteps=5, sections={"A": "a"},
+            "frozen",
+            maxSteps=5,
+            sections={"A": "a"},
             subject={"name": "web-1", "extra": {"a": [1, 2]}},
         )
     )
@@ -176,9 +177,7 @@ def test_spec_is_frozen_once_running(investigations: Objects, change: dict[str, 
 def test_removing_a_spec_field_is_rejected_once_running(investigations: Objects) -> None:
     investigations.create(investigation("remove", question="why?"))
     investigations.patch_status("remove", {"phase": "AwaitingApproval"})
-    message = rejected(
-        investigations.patch, "remove", [{"op": "remove", "path": "/spec/question"}], JSON_PATCH
-    )
+    message = rejected(investigations.patch, "remove", [{"op": "remove", "path": "/spec/question"}], JSON_PATCH)
     assert "immutable once the investigation is AwaitingApproval" in message
 
 
@@ -194,8 +193,12 @@ def test_a_finished_investigation_stays_finished(investigations: Objects, finish
         assert f"status.phase: Forbidden: status.phase is final once the investigation has {finished}" in message
     for removal in ("/status/phase", "/status"):
         message = rejected(
-            request_json, investigations.api_client, "PATCH", f"{investigations.base}/{name}/status",
-            [{"op": "remove", "path": removal}], content_type=JSON_PATCH,
+            request_json,
+            investigations.api_client,
+            "PATCH",
+            f"{investigations.base}/{name}/status",
+            [{"op": "remove", "path": removal}],
+            content_type=JSON_PATCH,
         )
         assert "status.phase is final" in message
     other = "Failed" if finished == "Succeeded" else "Succeeded"
@@ -208,17 +211,23 @@ def test_investigations_are_selectable_by_phase_and_ttl(investigations: Objects)
     """The CRD's selectable fields: what the operator's and its TTL reaper's watches ask for."""
     from lestrade.resources.investigation import FINISHED_WITH_TTL_SELECTORS, UNFINISHED_SELECTOR
 
-    phases = {"new": None, "running": "Running", "waiting": "AwaitingApproval",
-              "ok": "Succeeded", "bad": "Failed", "ok-ttl": "Succeeded", "bad-ttl": "Failed",
-              "running-ttl": "Running"}
+    phases = {
+        "new": None,
+        "running": "Running",
+        "waiting": "AwaitingApproval",
+        "ok": "Succeeded",
+        "bad": "Failed",
+        "ok-ttl": "Succeeded",
+        "bad-ttl": "Failed",
+        "running-ttl": "Running",
+    }
     for name, phase in phases.items():
         investigations.create(investigation(name, **({"ttlSecondsAfterFinished": 0} if name.endswith("-ttl") else {})))
         if phase:
             investigations.patch_status(name, {"phase": phase})
 
     def names(selector: str) -> set[str]:
-        listing = request_json(investigations.api_client, "GET", investigations.base,
-                               query={"fieldSelector": selector})
+        listing = request_json(investigations.api_client, "GET", investigations.base, query={"fieldSelector": selector})
         return {i["metadata"]["name"] for i in listing["items"]}
 
     assert names(UNFINISHED_SELECTOR) == {"new", "running", "waiting", "running-ttl"}
@@ -240,13 +249,9 @@ def test_decisions_and_status_updates_are_accepted_once_running(
             "conditions": [condition("AwaitingApproval", True, "ToolCallNeedsApproval").to_wire()],
         },
     )
-    approved = investigations.patch(
-        "approve", {"spec": {"decisions": {"call_1": {"approved": True}}}}
-    )
+    approved = investigations.patch("approve", {"spec": {"decisions": {"call_1": {"approved": True}}}})
     assert approved["spec"]["decisions"] == {"call_1": {"approved": True}}
-    investigations.patch(
-        "approve", {"spec": {"decisions": {"call_2": {"approved": False, "reason": "no"}}}}
-    )
+    investigations.patch("approve", {"spec": {"decisions": {"call_2": {"approved": False, "reason": "no"}}}})
     # The operator keeps writing status through the subresource after the spec froze.
     done = investigations.patch_status(
         "approve",
@@ -297,9 +302,7 @@ def test_conversation_turns_can_be_appended(conversations: Objects) -> None:
         ([{"op": "remove", "path": "/spec/turns/0"}], JSON_PATCH),
     ],
 )
-def test_conversation_turns_cannot_be_changed_or_removed(
-    conversations: Objects, patch: Any, patch_type: str
-) -> None:
+def test_conversation_turns_cannot_be_changed_or_removed(conversations: Objects, patch: Any, patch_type: str) -> None:
     conversations.create(conversation("chat", "first", "second"))
     message = rejected(conversations.patch, "chat", patch, patch_type)
     assert "spec.turns is append-only" in message
@@ -312,7 +315,7 @@ def test_conversation_turns_cannot_be_changed_or_removed(
         ({"triggerRatio": 0}, "spec.context.triggerRatio: Invalid value: 0"),
         ({"triggerRatio": 1.5}, "spec.context.triggerRatio: Invalid value: 1.5"),
         ({"tokenBudget": 0}, "spec.context.tokenBudget: Invalid value: 0"),
-        ({"compaction": {"policy": "newest"}}, "Unsupported value: \"newest\""),
+        ({"compaction": {"policy": "newest"}}, 'Unsupported value: "newest"'),
         ({"compaction": {"policy": "skip_parts"}}, "policy skip_parts needs skipKinds"),
         (
             {"compaction": {"policy": "last_n", "skipKinds": ["tool_result"]}},
@@ -320,9 +323,7 @@ def test_conversation_turns_cannot_be_changed_or_removed(
         ),
     ],
 )
-def test_invalid_context_settings_are_rejected(
-    conversations: Objects, context: dict[str, Any], expected: str
-) -> None:
+def test_invalid_context_settings_are_rejected(conversations: Objects, context: dict[str, Any], expected: str) -> None:
     message = rejected(conversations.create, conversation("ctx", "hi", context=context))
     assert expected in message
 
@@ -330,7 +331,8 @@ def test_invalid_context_settings_are_rejected(
 def test_context_settings_defaults(conversations: Objects) -> None:
     created = conversations.create(
         conversation(
-            "ctx", "hi",
+            "ctx",
+            "hi",
             context={"compaction": {"policy": "skip_parts", "skipKinds": ["tool_result"]}},
         )
     )
@@ -368,7 +370,9 @@ def test_discovery_lists_both_kinds_in_the_lestrade_category(api_client: k8s.Api
 def _table(api_client: k8s.ApiClient, namespace: str, plural: str) -> dict[str, Any]:
     """What `kubectl get` receives: the server-side Table with the printer columns."""
     return request_json(
-        api_client, "GET", f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}",
+        api_client,
+        "GET",
+        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}",
         accept=TABLE,
     )
 
@@ -379,16 +383,38 @@ def test_printer_columns_show_progress(
     investigations.create(investigation("cols"))
     investigations.patch_status(
         "cols",
-        {"phase": "Running", "steps": 3, "toolCallCount": 2, "usage": {"totalTokens": 1234},
-         "requester": {"username": "jane", "groups": ["sre"]}, "groundedFindings": "4/5"},
+        {
+            "phase": "Running",
+            "steps": 3,
+            "toolCallCount": 2,
+            "usage": {"totalTokens": 1234},
+            "requester": {"username": "jane", "groups": ["sre"]},
+            "groundedFindings": "4/5",
+        },
     )
     table = _table(api_client, namespace, INVESTIGATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Steps", "Tools", "Tokens", "Grounded", "Model", "Title", "Requester",
-                     "Message", "Age"]
+    assert names == [
+        "Name",
+        "Phase",
+        "Steps",
+        "Tools",
+        "Tokens",
+        "Grounded",
+        "Model",
+        "Title",
+        "Requester",
+        "Message",
+        "Age",
+    ]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert (row["Name"], row["Phase"], row["Steps"], row["Tools"], row["Tokens"], row["Grounded"]) == (
-        "cols", "Running", 3, 2, 1234, "4/5"
+        "cols",
+        "Running",
+        3,
+        2,
+        1234,
+        "4/5",
     )
     assert row["Requester"] == "jane"
 
@@ -396,8 +422,7 @@ def test_printer_columns_show_progress(
     conversations.patch_status("cols", {"phase": "Answered", "askedTurns": 2, "answeredTurns": 1, "version": 2})
     table = _table(api_client, namespace, CONVERSATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Requester",
-                     "Message", "Age"]
+    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Requester", "Message", "Age"]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert (row["Phase"], row["Asked"], row["Answered"], row["Version"]) == ("Answered", 2, 1, 2)
 
@@ -406,9 +431,7 @@ def test_installing_again_replaces_the_crds_in_place(api_client: k8s.ApiClient) 
     install_crds(api_client, wait=True, timeout=60)  # the fixture installed them once already
     for manifest in crd_manifests():
         name = manifest["metadata"]["name"]
-        stored = request_json(
-            api_client, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        )
+        stored = request_json(api_client, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         established = {c["type"]: c["status"] for c in stored["status"]["conditions"]}
         assert established["Established"] == "True"
         version, expected = stored["spec"]["versions"][0], manifest["spec"]["versions"][0]

@@ -47,9 +47,7 @@ def test_committed_files_load_as_the_manifests() -> None:
             assert on_disk == manifest
 
 
-def test_check_reports_stale_and_missing_files(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_reports_stale_and_missing_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(tmp_path)]) == 0
     assert main(["--check", "--root", str(tmp_path)]) == 0
     edited = tmp_path / "crds" / "investigation.yaml"
@@ -79,9 +77,7 @@ def test_generator_writes_identical_files_into_crds_and_chart(tmp_path: Path) ->
 def test_schema_is_structural_and_described(kind: str) -> None:
     for path, node in _nodes(_schema(kind)):
         assert not FORBIDDEN & node.keys(), f"{kind}{path} has {FORBIDDEN & node.keys()}"
-        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), (
-            f"{kind}{path} has no type"
-        )
+        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), f"{kind}{path} has no type"
         assert node.get("additionalProperties", {}) is not True
         assert "exclusiveMinimum" not in node or node["exclusiveMinimum"] is True
     for path, node in _nodes(_schema(kind)):
@@ -116,7 +112,11 @@ def test_defaults_enums_and_bounds_reach_the_schema() -> None:
     decision = spec["properties"]["decisions"]["additionalProperties"]
     assert decision["required"] == ["approved"]
     assert inv["status"]["properties"]["phase"]["enum"] == [
-        "Pending", "Running", "AwaitingApproval", "Succeeded", "Failed"
+        "Pending",
+        "Running",
+        "AwaitingApproval",
+        "Succeeded",
+        "Failed",
     ]
     ctx = _schema("Conversation")["properties"]["spec"]["properties"]["context"]["properties"]
     assert ctx["triggerRatio"] == {
@@ -150,8 +150,7 @@ def test_resource_names_columns_and_subresources() -> None:
         assert version["name"] == "v1alpha1"
         assert version["subresources"] == {"status": {}}
     columns = lambda crd: [  # noqa: E731
-        c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]
-        if not c.get("priority")
+        c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"] if not c.get("priority")
     ]
     assert columns(inv) == ["Phase", "Steps", "Tools", "Tokens", "Age"]
     assert columns(conv) == ["Phase", "Asked", "Answered", "Version", "Tokens", "Age"]
@@ -172,8 +171,9 @@ def test_printer_columns_point_at_real_fields() -> None:
                 if part.endswith("[]"):
                     assert node["type"] == "array", column
                     node = node["items"]
-            expected = {"integer": "integer", "string": "string", "date": "string",
-                        "boolean": "boolean"}[column["type"]]
+            expected = {"integer": "integer", "string": "string", "date": "string", "boolean": "boolean"}[
+                column["type"]
+            ]
             assert node["type"] == expected, column
 
 

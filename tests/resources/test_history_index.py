@@ -11,28 +11,55 @@ import pytest
 from lestrade.runs.history import FindingsIndex, SearchQuery, finding_of, parse_since
 
 
-def inv(name: str, *, ns: str = "shop", phase: str = "Succeeded", title: str = "", analysis: str = "",
-        subject: dict[str, Any] | None = None, sections: dict[str, str] | None = None, version: str = "1",
-        done: str = "2026-11-20T10:00:00Z", calls: list[dict[str, Any]] | None = None,
-        decisions: dict[str, Any] | None = None) -> dict[str, Any]:
+def inv(
+    name: str,
+    *,
+    ns: str = "shop",
+    phase: str = "Succeeded",
+    title: str = "",
+    analysis: str = "",
+    subject: dict[str, Any] | None = None,
+    sections: dict[str, str] | None = None,
+    version: str = "1",
+    done: str = "2026-11-20T10:00:00Z",
+    calls: list[dict[str, Any]] | None = None,
+    decisions: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "kind": "Investigation",
-        "metadata": {"name": name, "namespace": ns, "resourceVersion": version,
-                     "creationTimestamp": "2026-11-20T09:59:00Z"},
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "resourceVersion": version,
+            "creationTimestamp": "2026-11-20T09:59:00Z",
+        },
         "spec": {"title": title or name, "subject": subject or {}, "decisions": decisions or {}},
-        "status": {"phase": phase, "analysis": analysis, "sections": sections or {}, "completionTime": done,
-                   "toolCalls": calls or []},
+        "status": {
+            "phase": phase,
+            "analysis": analysis,
+            "sections": sections or {},
+            "completionTime": done,
+            "toolCalls": calls or [],
+        },
     }
 
 
 def test_a_finding_carries_root_cause_fix_and_involved_resources() -> None:
     obj = inv(
-        "oom-1", title="web keeps restarting", subject={"kind": "Deployment", "name": "web"},
+        "oom-1",
+        title="web keeps restarting",
+        subject={"kind": "Deployment", "name": "web"},
         analysis="whole answer",
         sections={"Conclusions and Possible Root Causes": "web-7f9 is OOMKilled: 64Mi limit", "Next Steps": "raise it"},
-        calls=[{"id": "c1", "name": "kubectl_describe", "status": "success",
-                "params": {"kind": "pod", "name": "web-7f9-abcde", "namespace": "shop"}},
-               {"id": "c2", "name": "patch_limits", "status": "success", "description": "set memory limit 256Mi"}],
+        calls=[
+            {
+                "id": "c1",
+                "name": "kubectl_describe",
+                "status": "success",
+                "params": {"kind": "pod", "name": "web-7f9-abcde", "namespace": "shop"},
+            },
+            {"id": "c2", "name": "patch_limits", "status": "success", "description": "set memory limit 256Mi"},
+        ],
         decisions={"c2": {"approved": True}},
     )
     finding = finding_of(obj)
@@ -48,12 +75,28 @@ def test_a_finding_carries_root_cause_fix_and_involved_resources() -> None:
 def test_filters_ranking_and_sync() -> None:
     index = FindingsIndex()
     objects = [
-        inv("oom-web", title="web OOMKilled", analysis="container web exceeded its memory limit",
-            subject={"kind": "Pod", "name": "web-5d9c7-x2x4k"}, done="2026-11-20T10:00:00Z"),
-        inv("dns", title="resolver failures", analysis="coredns cannot reach upstream; memory is fine",
-            subject={"kind": "Alert", "name": "CoreDNSErrors"}, done="2026-11-21T10:00:00Z"),
-        inv("oom-db", ns="billing", title="db OOMKilled", analysis="OOMKilled again and again, memory memory",
-            subject={"kind": "StatefulSet", "name": "db"}, done="2026-11-22T10:00:00Z"),
+        inv(
+            "oom-web",
+            title="web OOMKilled",
+            analysis="container web exceeded its memory limit",
+            subject={"kind": "Pod", "name": "web-5d9c7-x2x4k"},
+            done="2026-11-20T10:00:00Z",
+        ),
+        inv(
+            "dns",
+            title="resolver failures",
+            analysis="coredns cannot reach upstream; memory is fine",
+            subject={"kind": "Alert", "name": "CoreDNSErrors"},
+            done="2026-11-21T10:00:00Z",
+        ),
+        inv(
+            "oom-db",
+            ns="billing",
+            title="db OOMKilled",
+            analysis="OOMKilled again and again, memory memory",
+            subject={"kind": "StatefulSet", "name": "db"},
+            done="2026-11-22T10:00:00Z",
+        ),
         inv("busy", phase="Running", title="OOMKilled now"),
     ]
     assert index.sync(objects) == 4 and len(index) == 3  # the running one has no finding
@@ -97,10 +140,14 @@ def test_since_accepts_durations_and_times_and_names_the_error() -> None:
 
 def test_readable_pairs_limit_each_kind_to_its_namespaces() -> None:
     index = FindingsIndex()
-    chat = {"kind": "Conversation", "metadata": {"name": "c", "namespace": "shop", "resourceVersion": "1"},
-            "spec": {"turns": [{"ask": "why is web down?"}]},
-            "status": {"turns": [{"phase": "Answered", "answer": "web is OOMKilled",
-                                  "completionTime": "2026-11-20T10:00:00Z"}]}}
+    chat = {
+        "kind": "Conversation",
+        "metadata": {"name": "c", "namespace": "shop", "resourceVersion": "1"},
+        "spec": {"turns": [{"ask": "why is web down?"}]},
+        "status": {
+            "turns": [{"phase": "Answered", "answer": "web is OOMKilled", "completionTime": "2026-11-20T10:00:00Z"}]
+        },
+    }
     index.sync([inv("i", analysis="web is OOMKilled"), chat])
     assert sorted(index.namespaces()) == [("Conversation", "shop"), ("Investigation", "shop")]
     found = index.search(SearchQuery(text="web"), readable=[("Investigation", "shop")])

@@ -39,9 +39,7 @@ RAW_INVESTIGATION = {
         "phase": "AwaitingApproval",
         "steps": 3,
         "toolCalls": [{"id": "call_1", "name": "bash", "params": {"command": "rm -rf /"}}],
-        "pendingApprovals": [
-            {"toolCallId": "call_1", "toolName": "bash", "params": {"command": "rm -rf /"}}
-        ],
+        "pendingApprovals": [{"toolCallId": "call_1", "toolName": "bash", "params": {"command": "rm -rf /"}}],
         "usage": {"promptTokens": 10, "completionTokens": 5, "totalTokens": 15, "cost": 0.01},
         "conditions": [
             {
@@ -69,8 +67,7 @@ def test_investigation_reads_a_raw_object() -> None:
     assert inv.status.phase is InvestigationPhase.AWAITING_APPROVAL
     assert inv.status.phase == "AwaitingApproval"
     assert inv.status.pending_approvals[0].params == {"command": "rm -rf /"}
-    assert inv.status.usage == Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15,
-                                     cost=0.01)
+    assert inv.status.usage == Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, cost=0.01)
     assert inv.status.conditions[0].last_transition_time == datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -110,9 +107,7 @@ def test_invalid_investigation_specs_are_rejected(spec: dict) -> None:
         InvestigationSpec.model_validate(spec)
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("90s", 90), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25)]
-)
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25)])
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -130,8 +125,10 @@ def test_conversation_reads_turns_and_context_settings() -> None:
                 "turns": [{"ask": "why is web-1 crashing?"}, {"ask": "and web-2?"}],
                 "context": {"tokenBudget": 8000, "compaction": {"policy": "last_n", "limit": 40}},
             },
-            "status": {"version": 4, "turns": [{"ask": "why is web-1 crashing?",
-                                                 "answer": "OOM", "phase": "Answered"}]},
+            "status": {
+                "version": 4,
+                "turns": [{"ask": "why is web-1 crashing?", "answer": "OOM", "phase": "Answered"}],
+            },
         }
     )
     assert [t.ask for t in conv.spec.turns] == ["why is web-1 crashing?", "and web-2?"]

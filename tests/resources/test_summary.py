@@ -21,8 +21,14 @@ def call(call_id: str, name: str, args: str) -> dict:
 def test_tool_calls_carry_their_outcome_and_output_and_the_answer_is_shown_once() -> None:
     state = state_of(
         {"t": "message", "message": {"role": "user", "content": "why?"}},
-        {"t": "message", "message": {"role": "assistant", "content": None,
-                                     "tool_calls": [call("a", "kubectl_logs", '{"pod": "web-1"}'), call("b", "apply_fix", "not json")]}},
+        {
+            "t": "message",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call("a", "kubectl_logs", '{"pod": "web-1"}'), call("b", "apply_fix", "not json")],
+            },
+        },
         {"t": "tool_started", "id": "a", "digest": "sha256:1"},
         {"t": "tool_result", "id": "a", "name": "kubectl_logs", "status": "success", "description": "logs of web-1"},
         {"t": "message", "message": {"role": "tool", "tool_call_id": "a", "content": "x" * 30_000}},
@@ -35,7 +41,15 @@ def test_tool_calls_carry_their_outcome_and_output_and_the_answer_is_shown_once(
     )
     items = timeline(state)
     assert [i["kind"] for i in items] == [
-        "user", "tool_call", "tool_call", "approval", "decision", "tokens", "tokens", "answer"]
+        "user",
+        "tool_call",
+        "tool_call",
+        "approval",
+        "decision",
+        "tokens",
+        "tokens",
+        "answer",
+    ]
     logs, fix = items[1], items[2]
     assert (logs["status"], logs["description"], len(logs["output"])) == ("success", "logs of web-1", 20_000)
     assert logs["params"] == {"pod": "web-1"}
@@ -45,14 +59,21 @@ def test_tool_calls_carry_their_outcome_and_output_and_the_answer_is_shown_once(
 
 
 def test_a_summary_of_each_kind() -> None:
-    inv = {"kind": "Investigation", "metadata": {"name": "i", "namespace": "n", "creationTimestamp": "2026-01-01T00:00:00Z"},
-           "spec": {"title": "t" * 400}, "status": {"phase": "Succeeded", "analysis": "done", "usage": {"totalTokens": 7, "cost": 0.25}}}
+    inv = {
+        "kind": "Investigation",
+        "metadata": {"name": "i", "namespace": "n", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"title": "t" * 400},
+        "status": {"phase": "Succeeded", "analysis": "done", "usage": {"totalTokens": 7, "cost": 0.25}},
+    }
     row = run_summary(inv)
     assert (row["title"], row["phase"], row["finished"], row["answer"]) == ("t" * 300, "Succeeded", True, "done")
     assert row["usage"] == {"promptTokens": 0, "completionTokens": 0, "totalTokens": 7, "cost": 0.25}
-    conv = {"kind": "Conversation", "metadata": {"name": "c", "namespace": "n"},
-            "spec": {"turns": [{"ask": "one"}, {"ask": "two"}]},
-            "status": {"phase": "Answered", "turns": [{"phase": "Answered", "answer": "first"}]}}
+    conv = {
+        "kind": "Conversation",
+        "metadata": {"name": "c", "namespace": "n"},
+        "spec": {"turns": [{"ask": "one"}, {"ask": "two"}]},
+        "status": {"phase": "Answered", "turns": [{"phase": "Answered", "answer": "first"}]},
+    }
     row = run_summary(conv)
     assert (row["title"], row["turns"], row["answer"], row["phase"]) == ("one", 2, "first", "Answered")
     assert not is_finished(conv)  # the second turn has no status yet
@@ -62,8 +83,10 @@ def test_a_summary_of_each_kind() -> None:
 def test_the_person_s_ask_is_shown_and_the_prompt_around_it_kept() -> None:
     from lestrade.runs.summary import asks_of
 
-    prompt = ("Why is web-1 restarting?\n\nWhen you have finished investigating, give your final answer as one JSON "
-              "object ...\n\nCurrent time: 2026-11-26T10:00:00Z")
+    prompt = (
+        "Why is web-1 restarting?\n\nWhen you have finished investigating, give your final answer as one JSON "
+        "object ...\n\nCurrent time: 2026-11-26T10:00:00Z"
+    )
     state = state_of(
         {"t": "message", "message": {"role": "user", "content": "an imported history message"}},
         {"t": "message", "message": {"role": "user", "content": prompt}},

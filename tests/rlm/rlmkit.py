@@ -23,8 +23,9 @@ class Calls:
         return answer(**args) if callable(answer) else str(answer)
 
 
-async def run_code(code: str, *, limits: SandboxLimits | None = None, functions: Iterable[ToolSpec] = (),
-                   on_call: Calls | None = None) -> ExecResult:
+async def run_code(
+    code: str, *, limits: SandboxLimits | None = None, functions: Iterable[ToolSpec] = (), on_call: Calls | None = None
+) -> ExecResult:
     """One code block in a fresh REPL."""
     async with Repl(limits, functions=functions) as repl:
         return await repl.execute(code, on_call or Calls())

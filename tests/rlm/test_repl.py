@@ -10,7 +10,11 @@ from rlmkit import Calls, failed_with
 from lestrade.operator.rlm import DepthExceeded, Repl, SandboxLimits, SandboxUnavailable, ToolDenied, ToolSpec
 from lestrade.operator.rlm import sandbox as rlm_sandbox
 
-GET_POD = ToolSpec("kubectl_get_by_name", "Get one object.", {"type": "object", "properties": {"kind": {}, "name": {}, "namespace": {}}})
+GET_POD = ToolSpec(
+    "kubectl_get_by_name",
+    "Get one object.",
+    {"type": "object", "properties": {"kind": {}, "name": {}, "namespace": {}}},
+)
 
 
 async def test_state_persists_across_execute_calls() -> None:
@@ -33,8 +37,10 @@ async def test_llm_query_and_tools_go_through_on_call() -> None:
         result = await repl.execute(code, calls)
     assert result.error is None, result.error
     assert result.stdout.splitlines() == ["answer to 'why?'", "Pod web-1 in shop: Running"]
-    assert calls.seen == [("llm_query", {"prompt": "why?"}),
-                          ("kubectl_get_by_name", {"kind": "Pod", "name": "web-1", "namespace": "shop"})]
+    assert calls.seen == [
+        ("llm_query", {"prompt": "why?"}),
+        ("kubectl_get_by_name", {"kind": "Pod", "name": "web-1", "namespace": "shop"}),
+    ]
     assert result.calls == 2
 
 

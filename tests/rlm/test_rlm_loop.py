@@ -9,7 +9,8 @@ import pytest
 from lestrade.operator.rlm import DepthExceeded, RlmHooks, RlmReply, ToolDenied, ToolSpec, run_rlm
 
 PODS = ToolSpec(
-    "kubectl_get_by_kind_in_namespace", "List objects of a kind in a namespace.",
+    "kubectl_get_by_kind_in_namespace",
+    "List objects of a kind in a namespace.",
     {"type": "object", "properties": {"kind": {"type": "string"}, "namespace": {"type": "string"}}},
 )
 POD_TABLE = """\
@@ -24,8 +25,9 @@ db-0      1/1     Running            2          9d
 class Script:
     """A model that answers from a list and records what it was shown; harness hooks that record."""
 
-    def __init__(self, replies: list[str], *, tool_error: Exception | None = None,
-                 query_error: Exception | None = None) -> None:
+    def __init__(
+        self, replies: list[str], *, tool_error: Exception | None = None, query_error: Exception | None = None
+    ) -> None:
         self.replies = list(replies)
         self.prompts: list[list[dict[str, Any]]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -36,7 +38,9 @@ class Script:
     async def complete(self, messages: list[dict[str, Any]]) -> RlmReply:
         self.prompts.append(messages)
         text = self.replies.pop(0) if self.replies else "```python\nprint('again')\n```"
-        return RlmReply(text=text, reasoning=f"thinking {len(self.prompts)}", usage={"inputTokens": 10, "outputTokens": 5})
+        return RlmReply(
+            text=text, reasoning=f"thinking {len(self.prompts)}", usage={"inputTokens": 10, "outputTokens": 5}
+        )
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> str:
         self.tool_calls.append((name, args))
@@ -61,14 +65,16 @@ ASK = [{"role": "user", "content": "Which pods in shop are crash-looping, and wh
 
 
 async def test_a_three_iteration_session_computes_over_tool_output() -> None:
-    script = Script([
-        "Let me list the pods.\n```python\ntable = kubectl_get_by_kind_in_namespace(kind='Pod', namespace='shop')\n"
-        "rows = [line.split() for line in table.splitlines()[1:]]\n"
-        "crashing = {r[0]: int(r[3]) for r in rows if r[2] == 'CrashLoopBackOff'}\nprint(crashing)\n```",
-        "```python\nreasons = {name: llm_query(f'Why does {name} crash?') for name in crashing}\n"
-        "print(sum(crashing.values()), reasons)\n```",
-        "FINAL(web-2 (bad config) and worker-1 (OOMKilled) are crash-looping, 23 restarts together.)",
-    ])
+    script = Script(
+        [
+            "Let me list the pods.\n```python\ntable = kubectl_get_by_kind_in_namespace(kind='Pod', namespace='shop')\n"
+            "rows = [line.split() for line in table.splitlines()[1:]]\n"
+            "crashing = {r[0]: int(r[3]) for r in rows if r[2] == 'CrashLoopBackOff'}\nprint(crashing)\n```",
+            "```python\nreasons = {name: llm_query(f'Why does {name} crash?') for name in crashing}\n"
+            "print(sum(crashing.values()), reasons)\n```",
+            "FINAL(web-2 (bad config) and worker-1 (OOMKilled) are crash-looping, 23 restarts together.)",
+        ]
+    )
     outcome = await run_rlm(ASK, tools=[PODS], hooks=script.hooks(), max_iterations=5)
 
     assert (outcome.reason, outcome.iterations) == ("final", 3)
@@ -78,7 +84,10 @@ async def test_a_three_iteration_session_computes_over_tool_output() -> None:
     # the model saw each block's output in its next call
     assert script.prompts[1][-1] == {"role": "user", "content": "REPL output:\n{'web-2': 14, 'worker-1': 9}"}
     assert script.prompts[2][-1]["content"] == "REPL output:\n23 {'web-2': 'bad config', 'worker-1': 'OOMKilled'}"
-    assert script.prompts[0][0]["role"] == "system" and "kubectl_get_by_kind_in_namespace(kind=..., namespace=...)" in script.prompts[0][0]["content"]
+    assert (
+        script.prompts[0][0]["role"] == "system"
+        and "kubectl_get_by_kind_in_namespace(kind=..., namespace=...)" in script.prompts[0][0]["content"]
+    )
     assert script.prompts[0][1:] == ASK
 
     kinds = [kind for kind, _ in script.events]
@@ -102,7 +111,12 @@ async def test_max_iterations_ends_the_session() -> None:
 
 async def test_final_answer_from_code_ends_the_session() -> None:
     fence = "'`' * 3"  # an answer that shows code, which a plain reply could not (it would run)
-    script = Script([f"```python\nfinal_answer({fence} + 'python\\nprint(1)\\n' + {fence} + ' is how you print')\n```", "never asked"])
+    script = Script(
+        [
+            f"```python\nfinal_answer({fence} + 'python\\nprint(1)\\n' + {fence} + ' is how you print')\n```",
+            "never asked",
+        ]
+    )
     outcome = await run_rlm(ASK, tools=[], hooks=script.hooks(), max_iterations=5)
     assert (outcome.reason, outcome.iterations) == ("final", 1)
     assert outcome.answer == "```python\nprint(1)\n``` is how you print"
@@ -111,11 +125,14 @@ async def test_final_answer_from_code_ends_the_session() -> None:
 
 async def test_denials_and_depth_reach_the_code_as_exceptions() -> None:
     script = Script(
-        ["```python\ntry:\n    kubectl_get_by_kind_in_namespace(kind='Secret', namespace='shop')\n"
-         "except ToolDenied as exc:\n    print('denied:', exc)\n"
-         "try:\n    llm_query('deeper')\nexcept DepthExceeded:\n    print('no deeper')\n```",
-         "Done."],
-        tool_error=ToolDenied("rule deny: Secret"), query_error=DepthExceeded("maxDepth 2"),
+        [
+            "```python\ntry:\n    kubectl_get_by_kind_in_namespace(kind='Secret', namespace='shop')\n"
+            "except ToolDenied as exc:\n    print('denied:', exc)\n"
+            "try:\n    llm_query('deeper')\nexcept DepthExceeded:\n    print('no deeper')\n```",
+            "Done.",
+        ],
+        tool_error=ToolDenied("rule deny: Secret"),
+        query_error=DepthExceeded("maxDepth 2"),
     )
     outcome = await run_rlm(ASK, tools=[PODS], hooks=script.hooks(), max_iterations=3)
     assert outcome.answer == "Done."

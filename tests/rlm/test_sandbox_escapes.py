@@ -167,8 +167,12 @@ async def test_no_unix_sockets(tmp_path: Path) -> None:
 
 
 async def test_cannot_write_anywhere(tmp_path: Path) -> None:
-    targets = [tmp_path / "dropped", Path("/tmp") / f"lestrade-rlm-escape-{os.getpid()}",
-               Path("/dev/shm") / f"lestrade-rlm-escape-{os.getpid()}", Path("dropped-in-cwd")]
+    targets = [
+        tmp_path / "dropped",
+        Path("/tmp") / f"lestrade-rlm-escape-{os.getpid()}",
+        Path("/dev/shm") / f"lestrade-rlm-escape-{os.getpid()}",
+        Path("dropped-in-cwd"),
+    ]
     code = _code(f"""
         import os
         for path in {json.dumps([str(t) for t in targets])}:
@@ -248,7 +252,9 @@ async def test_output_floods_are_truncated() -> None:
     async with Repl(limits) as repl:
         big = await repl.execute("print('x' * 10_000_000)\nimport sys\nsys.stderr.write('e' * 10_000_000)", Calls())
         raised = await repl.execute("raise ValueError('v' * 10_000_000)", Calls())
-        raw = await repl.execute("import os\nfor _ in range(200):\n    os.write(1, b'r' * 100_000)\nprint('done')", Calls())
+        raw = await repl.execute(
+            "import os\nfor _ in range(200):\n    os.write(1, b'r' * 100_000)\nprint('done')", Calls()
+        )
         endless = await repl.execute("while True:\n    print('y' * 1000)", Calls())
     assert big.truncated and len(big.stdout) == 1000 and len(big.stderr) == 1000
     assert raised.truncated and len(raised.error or "") <= 1000
@@ -257,8 +263,10 @@ async def test_output_floods_are_truncated() -> None:
 
 
 async def test_ctypes_system_calls_are_refused() -> None:
-    numbers = {"x86_64": {"socket": 41, "fork": 57, "ptrace": 101, "unshare": 272},
-               "aarch64": {"socket": 198, "clone": 220, "ptrace": 117, "unshare": 97}}[platform.machine()]
+    numbers = {
+        "x86_64": {"socket": 41, "fork": 57, "ptrace": 101, "unshare": 272},
+        "aarch64": {"socket": 198, "clone": 220, "ptrace": 117, "unshare": 97},
+    }[platform.machine()]
     code = _code(f"""
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
@@ -328,8 +336,12 @@ async def test_a_forged_frame_ends_the_repl_and_unknown_functions_are_refused() 
     calls = Calls()
     async with Repl() as repl:
         unknown = await repl.execute("import __main__\n__main__._call('delete_everything', {})", calls)
-        huge = await repl.execute("import __main__, os, struct\nos.write(__main__._OUT, struct.pack('>I', 2**31))\n" + BLOCK_FOREVER, calls)
-        garbage = await repl.execute("import __main__, os\nos.write(__main__._OUT, b'\\x00\\x00\\x00\\x05nope!')\n" + BLOCK_FOREVER, calls)
+        huge = await repl.execute(
+            "import __main__, os, struct\nos.write(__main__._OUT, struct.pack('>I', 2**31))\n" + BLOCK_FOREVER, calls
+        )
+        garbage = await repl.execute(
+            "import __main__, os\nos.write(__main__._OUT, b'\\x00\\x00\\x00\\x05nope!')\n" + BLOCK_FOREVER, calls
+        )
     assert failed_with(unknown, "ToolError") and "no function 'delete_everything'" in (unknown.error or "")
     assert calls.seen == []
     assert huge.ended and "broke the protocol" in (huge.error or ""), huge
@@ -339,9 +351,9 @@ async def test_a_forged_frame_ends_the_repl_and_unknown_functions_are_refused() 
 async def test_hostile_frames_cannot_crash_the_operator() -> None:
     frames = {
         "nesting": "'[' * 100_000 + ']' * 100_000",
-        "big number": "'{\"type\": \"call\", \"name\": \"llm_query\", \"args\": {\"prompt\": ' + '9' * 100_000 + '}}'",
-        "wrong shape": "'{\"type\": \"call\", \"name\": \"llm_query\", \"args\": [1]}'",
-        "unknown type": "'{\"type\": \"shell\", \"command\": \"id\"}'",
+        "big number": '\'{"type": "call", "name": "llm_query", "args": {"prompt": \' + \'9\' * 100_000 + \'}}\'',
+        "wrong shape": '\'{"type": "call", "name": "llm_query", "args": [1]}\'',
+        "unknown type": '\'{"type": "shell", "command": "id"}\'',
     }
     async with Repl() as repl:
         for name, payload in frames.items():
@@ -368,4 +380,3 @@ def _alive(pid: int) -> bool:
 async def _until(condition) -> None:
     while not condition():
         await asyncio.sleep(0.01)
-

@@ -78,8 +78,10 @@ def prometheus(metrics_target: str) -> Iterator[str]:
     with PrometheusServer([metrics_target], binary=binary) as server:
 
         def has_history() -> bool:
-            response = httpx.get(f"{server.url}/api/v1/query",
-                                 params={"query": 'count_over_time(lestrade_test_memory_bytes{pod="web-1"}[5m])'})
+            response = httpx.get(
+                f"{server.url}/api/v1/query",
+                params={"query": 'count_over_time(lestrade_test_memory_bytes{pod="web-1"}[5m])'},
+            )
             result = response.json()["data"]["result"]
             return bool(result) and float(result[0]["value"][1]) >= 4
 
@@ -92,16 +94,25 @@ def make_pod(api_client: k8s.ApiClient) -> Callable[..., k8s.V1Pod]:
     """Create a Pod on a KWOK node and wait until the wanted condition holds."""
     core = k8s.CoreV1Api(api_client)
 
-    def create(namespace: str, name: str, *, containers: list[k8s.V1Container] | None = None,
-               annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-               until: Callable[[k8s.V1Pod], bool] | None = None) -> k8s.V1Pod:
-        core.create_namespaced_pod(namespace, k8s.V1Pod(
-            metadata=k8s.V1ObjectMeta(name=name, annotations=annotations, labels=labels or {"app": name}),
-            spec=k8s.V1PodSpec(
-                containers=containers or [k8s.V1Container(name="app", image="example.com/app:1.0")],
-                tolerations=TOLERATE_KWOK,
+    def create(
+        namespace: str,
+        name: str,
+        *,
+        containers: list[k8s.V1Container] | None = None,
+        annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        until: Callable[[k8s.V1Pod], bool] | None = None,
+    ) -> k8s.V1Pod:
+        core.create_namespaced_pod(
+            namespace,
+            k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name=name, annotations=annotations, labels=labels or {"app": name}),
+                spec=k8s.V1PodSpec(
+                    containers=containers or [k8s.V1Container(name="app", image="example.com/app:1.0")],
+                    tolerations=TOLERATE_KWOK,
+                ),
             ),
-        ))
+        )
         check = until or (lambda p: p.status.phase == "Running")
         wait_until(f"pod {namespace}/{name}", lambda: check(core.read_namespaced_pod(name, namespace)), 60)
         return core.read_namespaced_pod(name, namespace)

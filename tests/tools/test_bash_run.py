@@ -143,6 +143,8 @@ async def test_each_stage_output_is_redacted_before_the_next_stage(bash) -> None
 async def test_a_large_stage_output_reaches_the_next_stage_whole() -> None:
     # ~5.7 MB, more than one `redact` call keeps by default: the relay redacts it all
     tool = bash_toolset(timeout=60).tools[0]
-    out = await tool.run({"command": "awk 'BEGIN{for(i=0;i<300000;i++) print \"line password=x\" i}' | grep -c REDACTED"})
+    out = await tool.run(
+        {"command": "awk 'BEGIN{for(i=0;i<300000;i++) print \"line password=x\" i}' | grep -c REDACTED"}
+    )
     assert out.status == "success", out.text()
     assert out.data.strip() == "300000"

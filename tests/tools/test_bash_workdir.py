@@ -35,11 +35,21 @@ async def test_tool_processes_cannot_write_past_the_file_size_limit(bash) -> Non
     assert size <= 64 << 20, out.data
 
 
-@pytest.mark.parametrize("command", [
-    "kubectl get po 2>/tmp/x", "kubectl get po 2>x", "kubectl get po 2>/dev/nullx", "kubectl get po 2>>/dev/null",
-    "kubectl get po 2>/dev/null/../../tmp/x", "kubectl get po 2>./dev/null", "kubectl get po 1>/dev/null",
-    "kubectl get po >/dev/null", "kubectl get po 2>/dev/stdout", "kubectl get po 2>/dev/tty",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl get po 2>/tmp/x",
+        "kubectl get po 2>x",
+        "kubectl get po 2>/dev/nullx",
+        "kubectl get po 2>>/dev/null",
+        "kubectl get po 2>/dev/null/../../tmp/x",
+        "kubectl get po 2>./dev/null",
+        "kubectl get po 1>/dev/null",
+        "kubectl get po >/dev/null",
+        "kubectl get po 2>/dev/stdout",
+        "kubectl get po 2>/dev/tty",
+    ],
+)
 def test_only_stderr_to_dev_null_runs_unattended(command: str) -> None:
     _, verdict = evaluate_text(command)
     assert verdict.needs_approval, verdict

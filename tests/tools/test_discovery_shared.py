@@ -31,10 +31,14 @@ def _crd(group: str, plural: str, kind: str) -> dict[str, Any]:
             "group": group,
             "scope": "Namespaced",
             "names": {"plural": plural, "singular": plural[:-1], "kind": kind},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
         },
     }
 
@@ -57,10 +61,10 @@ async def test_runs_on_one_client_discover_once_and_still_see_new_kinds(api_clie
         ext = k8s.ApiextensionsV1Api(api_client)
         ext.create_custom_resource_definition(_crd(group, plural, f"Widget{suffix}"))
         try:
+
             def established() -> bool:
                 crd = ext.read_custom_resource_definition(f"{plural}.{group}")
-                return any(c.type == "Established" and c.status == "True"
-                           for c in (crd.status.conditions or []))
+                return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
             wait_until("the CRD to be established", established, 60)
             third = CountingKubeApi(client)

@@ -19,9 +19,19 @@ def _iso(delta: timedelta) -> str:
     return (NOW - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(5, "5s"), (119, "119s"), (150, "2m30s"), (600, "10m"),
-                                               (3 * 3600 + 60, "3h1m"), (10 * 3600, "10h"), (3 * 86400, "3d"),
-                                               (30 * 86400, "30d")])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (5, "5s"),
+        (119, "119s"),
+        (150, "2m30s"),
+        (600, "10m"),
+        (3 * 3600 + 60, "3h1m"),
+        (10 * 3600, "10h"),
+        (3 * 86400, "3d"),
+        (30 * 86400, "30d"),
+    ],
+)
 def test_human_duration_matches_kubectl(seconds: int, text: str) -> None:
     assert human_duration(seconds) == text
     assert age(_iso(timedelta(seconds=seconds)), NOW) == text
@@ -37,9 +47,17 @@ def test_table_aligns_columns_and_bounds_rows() -> None:
 
 def test_server_table_adds_namespace_and_labels() -> None:
     table = {
-        "columnDefinitions": [{"name": "Name", "priority": 0}, {"name": "Ready", "priority": 0}, {"name": "IP", "priority": 1}],
-        "rows": [{"cells": ["web-1", "0/1", "10.1.0.5"],
-                  "object": {"metadata": {"namespace": "shop", "labels": {"app": "web", "tier": "fe"}}}}],
+        "columnDefinitions": [
+            {"name": "Name", "priority": 0},
+            {"name": "Ready", "priority": 0},
+            {"name": "IP", "priority": 1},
+        ],
+        "rows": [
+            {
+                "cells": ["web-1", "0/1", "10.1.0.5"],
+                "object": {"metadata": {"namespace": "shop", "labels": {"app": "web", "tier": "fe"}}},
+            }
+        ],
     }
     headers, rows = server_table_rows(table, with_namespace=True, with_labels=True)
     assert headers == ["NAMESPACE", "NAME", "READY", "IP", "LABELS"]
@@ -50,12 +68,24 @@ def test_server_table_adds_namespace_and_labels() -> None:
 
 def test_events_sorted_oldest_first_with_counts() -> None:
     events = [
-        {"type": "Warning", "reason": "BackOff", "message": "Back-off restarting failed container",
-         "count": 5, "firstTimestamp": _iso(timedelta(minutes=10)), "lastTimestamp": _iso(timedelta(minutes=1)),
-         "involvedObject": {"kind": "Pod", "name": "web-1"}, "source": {"component": "kubelet"}},
-        {"type": "Normal", "reason": "Scheduled", "message": "Successfully assigned",
-         "eventTime": _iso(timedelta(minutes=20)), "involvedObject": {"kind": "Pod", "name": "web-1"},
-         "reportingComponent": "default-scheduler"},
+        {
+            "type": "Warning",
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container",
+            "count": 5,
+            "firstTimestamp": _iso(timedelta(minutes=10)),
+            "lastTimestamp": _iso(timedelta(minutes=1)),
+            "involvedObject": {"kind": "Pod", "name": "web-1"},
+            "source": {"component": "kubelet"},
+        },
+        {
+            "type": "Normal",
+            "reason": "Scheduled",
+            "message": "Successfully assigned",
+            "eventTime": _iso(timedelta(minutes=20)),
+            "involvedObject": {"kind": "Pod", "name": "web-1"},
+            "reportingComponent": "default-scheduler",
+        },
     ]
     text = events_table(events)
     lines = text.splitlines()
@@ -68,37 +98,88 @@ def test_describe_pod_shows_oomkilled_last_state() -> None:
     pod = {
         "kind": "Pod",
         "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}},
-        "spec": {"nodeName": "kwok-node-0", "containers": [{
-            "name": "app", "image": "shop/web:1.2", "resources": {"limits": {"memory": "64Mi"}},
-            "env": [{"name": "DB_PASSWORD", "value": "inline-pass"},
-                    {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}}]}]},
-        "status": {"phase": "Running", "containerStatuses": [{
-            "name": "app", "ready": False, "restartCount": 7,
-            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-            "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}],
-            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]},
+        "spec": {
+            "nodeName": "kwok-node-0",
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "shop/web:1.2",
+                    "resources": {"limits": {"memory": "64Mi"}},
+                    "env": [
+                        {"name": "DB_PASSWORD", "value": "inline-pass"},
+                        {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}},
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "ready": False,
+                    "restartCount": 7,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+                }
+            ],
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        },
     }
     text = describe_pod(pod, [])
-    for fragment in ("Name:", "web-1", "Node:", "kwok-node-0", "State:", "Waiting", "CrashLoopBackOff",
-                     "Last State:", "Terminated", "OOMKilled", "Exit Code:", "137", "Restart Count:", "7",
-                     "memory:", "64Mi", "Ready", "False", "Events:", "<none>",
-                     "<set to the key 'key' in secret 'api'>"):
+    for fragment in (
+        "Name:",
+        "web-1",
+        "Node:",
+        "kwok-node-0",
+        "State:",
+        "Waiting",
+        "CrashLoopBackOff",
+        "Last State:",
+        "Terminated",
+        "OOMKilled",
+        "Exit Code:",
+        "137",
+        "Restart Count:",
+        "7",
+        "memory:",
+        "64Mi",
+        "Ready",
+        "False",
+        "Events:",
+        "<none>",
+        "<set to the key 'key' in secret 'api'>",
+    ):
         assert fragment in text, fragment
     assert "inline-pass" not in text
 
 
 def test_describe_secret_shows_sizes_not_values() -> None:
-    secret = {"kind": "Secret", "type": "Opaque", "metadata": {"name": "db", "namespace": "shop",
-              "annotations": {"kubectl.kubernetes.io/last-applied-configuration": '{"data":{"password":"aHVudGVyMg=="}}'}},
-              "data": {"password": "aHVudGVyMg=="}}
+    secret = {
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": "db",
+            "namespace": "shop",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": '{"data":{"password":"aHVudGVyMg=="}}'},
+        },
+        "data": {"password": "aHVudGVyMg=="},
+    }
     text = describe_secret(secret, None)
     assert "password  7 bytes" in text
     assert "aHVudGVyMg==" not in text and "hunter2" not in text
 
 
 def test_top_formatting() -> None:
-    pods = [{"metadata": {"name": "web-1", "namespace": "shop"},
-             "containers": [{"usage": {"cpu": "250000000n", "memory": "65536Ki"}}, {"usage": {"cpu": "5m", "memory": "1Mi"}}]}]
+    pods = [
+        {
+            "metadata": {"name": "web-1", "namespace": "shop"},
+            "containers": [
+                {"usage": {"cpu": "250000000n", "memory": "65536Ki"}},
+                {"usage": {"cpu": "5m", "memory": "1Mi"}},
+            ],
+        }
+    ]
     text = format_top_pods(pods, with_namespace=True)
     assert text.splitlines()[1].split() == ["shop", "web-1", "255m", "65Mi"]
     nodes = [{"metadata": {"name": "n1"}, "usage": {"cpu": "2", "memory": "8Gi"}}]
@@ -136,14 +217,24 @@ def test_cap_text_keeps_the_requested_end() -> None:
 
 def _ev(reason: str, minutes: float, etype: str = "Normal", message: str = "") -> dict:
     when = (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": etype, "reason": reason, "message": message or reason, "lastTimestamp": when,
-            "involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}}
+    return {
+        "type": etype,
+        "reason": reason,
+        "message": message or reason,
+        "lastTimestamp": when,
+        "involvedObject": {"kind": "Pod", "name": "p"},
+        "source": {"component": "kubelet"},
+    }
 
 
 def test_a_long_event_message_keeps_its_cause_at_the_end() -> None:
     """Issue #27: image pull errors put the cause ("manifest unknown", "no such host") after
     300 characters of context; the message column keeps both ends."""
-    message = "Failed to pull image \"r.example.com/a:v1\": " + "rpc error: failed to resolve reference; " * 30 + "not found: manifest unknown"
+    message = (
+        'Failed to pull image "r.example.com/a:v1": '
+        + "rpc error: failed to resolve reference; " * 30
+        + "not found: manifest unknown"
+    )
     text = events_table([_ev("Failed", 1, "Warning", message)])
     assert "manifest unknown" in text and "Failed to pull image" in text and " ... " in text
     assert len(text.splitlines()[1]) < 1200

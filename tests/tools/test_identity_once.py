@@ -32,7 +32,8 @@ def tools_account(api_client: k8s.ApiClient, namespace: str) -> Iterator[str]:
     account = ensure_tools_account(api_client, namespace)
     yield account
     k8s.RbacAuthorizationV1Api(api_client).delete_cluster_role_binding(
-        f"lestrade-tools-read-{namespace}-lestrade-tools")
+        f"lestrade-tools-read-{namespace}-lestrade-tools"
+    )
 
 
 @pytest.fixture
@@ -63,7 +64,10 @@ def _minted(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_the_tools_identity_is_made_once_for_many_threads(
-    api_client: k8s.ApiClient, tools_account: str, private_tmp: Path, caplog: pytest.LogCaptureFixture,
+    api_client: k8s.ApiClient,
+    tools_account: str,
+    private_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="lestrade.operator.tenancy.tools_identity")
     tools = ScopedTools(OperatorSettings.from_env({"LESTRADE_TOOLS_SERVICE_ACCOUNT": tools_account}))
@@ -78,7 +82,10 @@ def test_the_tools_identity_is_made_once_for_many_threads(
 
 
 def test_a_scopes_identity_is_made_once_and_other_scopes_get_their_own(
-    api_client: k8s.ApiClient, namespace: str, private_tmp: Path, caplog: pytest.LogCaptureFixture,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    private_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="lestrade.operator.tenancy.tools_identity")
     tools = ScopedTools(OperatorSettings.from_env({"LESTRADE_SCOPES_NAMESPACE": namespace}))
@@ -97,7 +104,9 @@ def test_a_scopes_identity_is_made_once_and_other_scopes_get_their_own(
 
 
 def test_an_identity_that_cannot_be_made_leaves_no_folder(
-    api_client: k8s.ApiClient, namespace: str, private_tmp: Path,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    private_tmp: Path,
 ) -> None:
     with pytest.raises(k8s.ApiException) as missing:
         ToolsIdentity(api_client, namespace, "no-such-account")
@@ -106,7 +115,9 @@ def test_an_identity_that_cannot_be_made_leaves_no_folder(
 
 
 def test_a_scope_identity_nobody_used_for_its_idle_time_is_collected_and_made_again_when_needed(
-    api_client: k8s.ApiClient, namespace: str, private_tmp: Path,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    private_tmp: Path,
 ) -> None:
     tools = ScopedTools(OperatorSettings.from_env({"LESTRADE_SCOPES_NAMESPACE": namespace}))
     core, rbac = k8s.CoreV1Api(api_client), k8s.RbacAuthorizationV1Api(api_client)
@@ -118,11 +129,14 @@ def test_a_scope_identity_nobody_used_for_its_idle_time_is_collected_and_made_ag
         assert rbac.read_namespaced_role_binding(binding, namespace).subjects[0].name == name
         assert tools.collect_unused(api_client) == []  # just used: kept
 
-        core.patch_namespaced_service_account(name, namespace, {"metadata": {"annotations": {
-            LAST_USED_ANNOTATION: "2020-01-01T00:00:00Z"}}})  # as if its last run was long ago
+        core.patch_namespaced_service_account(
+            name, namespace, {"metadata": {"annotations": {LAST_USED_ANNOTATION: "2020-01-01T00:00:00Z"}}}
+        )  # as if its last run was long ago
         assert tools.collect_unused(api_client) == [name]
-        for read in (lambda: core.read_namespaced_service_account(name, namespace),
-                     lambda: rbac.read_namespaced_role_binding(binding, namespace)):
+        for read in (
+            lambda: core.read_namespaced_service_account(name, namespace),
+            lambda: rbac.read_namespaced_role_binding(binding, namespace),
+        ):
             with pytest.raises(k8s.ApiException) as gone:
                 read()
             assert gone.value.status == 404

@@ -20,20 +20,39 @@ PLANTED = "pl4nted-Value;with spaces"
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEplanted0\n-----END RSA PRIVATE KEY-----\n"
 
 CONFIGMAP = {
-    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "shop", "annotations": {
-        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
-            {"kind": "ConfigMap", "data": {"DB_PASSWORD": PLANTED}}),
-    }},
-    "data": {"DB_PASSWORD": PLANTED, "tls.key": PEM, "server.pem": PEM, "app.properties": f"db.password={PLANTED}\nport=80",
-             "level": "info"},
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "app",
+        "namespace": "shop",
+        "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+                {"kind": "ConfigMap", "data": {"DB_PASSWORD": PLANTED}}
+            ),
+        },
+    },
+    "data": {
+        "DB_PASSWORD": PLANTED,
+        "tls.key": PEM,
+        "server.pem": PEM,
+        "app.properties": f"db.password={PLANTED}\nport=80",
+        "level": "info",
+    },
 }
 POD = {
-    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "shop"},
-    "spec": {"containers": [{
-        "name": "c", "image": "x",
-        "env": [{"name": "API_TOKEN", "value": PLANTED}, {"name": "LEVEL", "value": "debug"}],
-        "args": ["--db-password", PLANTED, "--token=" + PLANTED.split(";")[0], "sshpass", "-p", PLANTED],
-    }]},
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "containers": [
+            {
+                "name": "c",
+                "image": "x",
+                "env": [{"name": "API_TOKEN", "value": PLANTED}, {"name": "LEVEL", "value": "debug"}],
+                "args": ["--db-password", PLANTED, "--token=" + PLANTED.split(";")[0], "sshpass", "-p", PLANTED],
+            }
+        ]
+    },
 }
 LIST = {"apiVersion": "v1", "kind": "List", "items": [CONFIGMAP, POD]}
 SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": "cGw0bnRlZA=="}}
@@ -81,7 +100,9 @@ def test_formats_keep_what_is_not_a_credential() -> None:
     out = _render("kubectl get cm -o custom-columns=NAME:.metadata.name,ENV:.spec.containers[0].env[1].value", LIST)
     assert out.splitlines()[0].split() == ["NAME", "ENV"] and out.splitlines()[2].split() == ["web", "debug"]
     assert yaml.safe_load(_render("kubectl get pod web -o yaml", POD))["spec"]["containers"][0]["env"][0] == {
-        "name": "API_TOKEN", "value": REDACTED}
+        "name": "API_TOKEN",
+        "value": REDACTED,
+    }
 
 
 def test_secrets_in_any_data_format_show_sizes_only() -> None:
@@ -94,14 +115,23 @@ def test_output_that_is_not_json_is_withheld() -> None:
     assert "withheld" in render_output(plan, f"password {PLANTED}\n{{")
 
 
-@pytest.mark.parametrize("command", [
-    "kubectl get cm -o templatefile=/etc/passwd", "kubectl get cm -o go-template-file=/etc/passwd",
-    "kubectl get cm -o jsonpath-file=/etc/passwd", "kubectl get cm -o custom-columns-file=/etc/passwd",
-    "kubectl get cm -o go-template={{.data}}", "kubectl get cm -o template={{.data}}",
-    "kubectl get cm --template={{.data}}", "kubectl get cm --template {{.data}}", "kubectl get cm -ogo-template={{.x}}",
-    "kubectl get cm -Ao=templatefile=/x", "kubectl get cm --output=go-template --template={{.x}}",
-    "kubectl get cm -o unknown-format",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl get cm -o templatefile=/etc/passwd",
+        "kubectl get cm -o go-template-file=/etc/passwd",
+        "kubectl get cm -o jsonpath-file=/etc/passwd",
+        "kubectl get cm -o custom-columns-file=/etc/passwd",
+        "kubectl get cm -o go-template={{.data}}",
+        "kubectl get cm -o template={{.data}}",
+        "kubectl get cm --template={{.data}}",
+        "kubectl get cm --template {{.data}}",
+        "kubectl get cm -ogo-template={{.x}}",
+        "kubectl get cm -Ao=templatefile=/x",
+        "kubectl get cm --output=go-template --template={{.x}}",
+        "kubectl get cm -o unknown-format",
+    ],
+)
 def test_formats_kubectl_would_render_itself_are_refused(command: str) -> None:
     with pytest.raises(KubectlOutputRefused):
         output_plan(command.split())
@@ -109,26 +139,52 @@ def test_formats_kubectl_would_render_itself_are_refused(command: str) -> None:
     assert verdict.forbidden, verdict  # never runs, not even approved
 
 
-@pytest.mark.parametrize("command", [
-    "kubectl get pods", "kubectl get pods -o wide", "kubectl get pods -o name", "kubectl logs web",
-    "kubectl explain pods --output=plaintext-openapiv2", "kubectl get pods -o yaml -o name",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl get pods",
+        "kubectl get pods -o wide",
+        "kubectl get pods -o name",
+        "kubectl logs web",
+        "kubectl explain pods --output=plaintext-openapiv2",
+        "kubectl get pods -o yaml -o name",
+    ],
+)
 def test_tables_names_and_text_are_printed_by_kubectl(command: str) -> None:
     assert output_plan(command.split()) is None
 
 
 def test_the_rewrite_keeps_the_other_flags() -> None:
-    plan = output_plan(["kubectl", "get", "pods", "-Ao", "yaml", "-n", "-o", "--sort-by", ".metadata.name", "-l", "a=b"])
-    assert plan.argv == ["kubectl", "get", "pods", "-A", "-n", "-o", "--sort-by", ".metadata.name", "-l", "a=b", "-o", "json"]
+    plan = output_plan(
+        ["kubectl", "get", "pods", "-Ao", "yaml", "-n", "-o", "--sort-by", ".metadata.name", "-l", "a=b"]
+    )
+    assert plan.argv == [
+        "kubectl",
+        "get",
+        "pods",
+        "-A",
+        "-n",
+        "-o",
+        "--sort-by",
+        ".metadata.name",
+        "-l",
+        "a=b",
+        "-o",
+        "json",
+    ]
     assert plan.format == "yaml"
 
 
 def test_jsonpath_dialect() -> None:
-    obj = {"items": [{"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-                      "n": 3},
-                     {"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]},
-                      "n": 1}]}
-    template = '{range .items[?(@.n > 2)]}{.metadata.name}{"\\t"}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+    obj = {
+        "items": [
+            {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}, "n": 3},
+            {"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}, "n": 1},
+        ]
+    }
+    template = (
+        '{range .items[?(@.n > 2)]}{.metadata.name}{"\\t"}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+    )
     assert render_jsonpath(template, obj) == "a\tTrue\n"
     assert render_jsonpath("{.items[-1:].metadata.name}", obj) == "b"
     assert render_jsonpath("{.items[*]['n']}", obj) == "3 1"

@@ -27,25 +27,49 @@ def _leaks(text: str) -> bool:
 def world(api_client: k8s.ApiClient, namespace: str, make_pod: Any) -> str:
     core = k8s.CoreV1Api(api_client)
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"DB_PASSWORD": SPACED}}
-    core.create_namespaced_config_map(namespace, k8s.V1ConfigMap(
-        metadata=k8s.V1ObjectMeta(name="app", annotations={
-            "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest),
-            "api-token": PLANTED}),
-        data={"DB_PASSWORD": SPACED, "tls.key": PEM, "server.pem": PEM, "level": "info-level",
-              "app.properties": f"db.password={SPACED}\nport=80\n",
-              "folded.yaml": f"password: {PLANTED}\n  continued-{PLANTED}\n"},
-    ))
-    make_pod(namespace, "web", containers=[k8s.V1Container(
-        name="app", image="example.com/shop:1",
-        command=["sh", "-c", f"sshpass -p {PLANTED} ssh db"],
-        args=["--db-password", PLANTED, f"--api-key={PLANTED}"],
-        env=[k8s.V1EnvVar(name="DB_PASSWORD", value=SPACED), k8s.V1EnvVar(name="LEVEL", value="debug")],
-    )])
-    core.create_namespaced_event(namespace, k8s.CoreV1Event(
-        metadata=k8s.V1ObjectMeta(name="web.login"),
-        involved_object=k8s.V1ObjectReference(kind="Pod", name="web", namespace=namespace),
-        reason="LoginFailed", message=f"db login failed: password is {PLANTED}", type="Warning",
-    ))
+    core.create_namespaced_config_map(
+        namespace,
+        k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(
+                name="app",
+                annotations={
+                    "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest),
+                    "api-token": PLANTED,
+                },
+            ),
+            data={
+                "DB_PASSWORD": SPACED,
+                "tls.key": PEM,
+                "server.pem": PEM,
+                "level": "info-level",
+                "app.properties": f"db.password={SPACED}\nport=80\n",
+                "folded.yaml": f"password: {PLANTED}\n  continued-{PLANTED}\n",
+            },
+        ),
+    )
+    make_pod(
+        namespace,
+        "web",
+        containers=[
+            k8s.V1Container(
+                name="app",
+                image="example.com/shop:1",
+                command=["sh", "-c", f"sshpass -p {PLANTED} ssh db"],
+                args=["--db-password", PLANTED, f"--api-key={PLANTED}"],
+                env=[k8s.V1EnvVar(name="DB_PASSWORD", value=SPACED), k8s.V1EnvVar(name="LEVEL", value="debug")],
+            )
+        ],
+    )
+    core.create_namespaced_event(
+        namespace,
+        k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(name="web.login"),
+            involved_object=k8s.V1ObjectReference(kind="Pod", name="web", namespace=namespace),
+            reason="LoginFailed",
+            message=f"db login failed: password is {PLANTED}",
+            type="Warning",
+        ),
+    )
     return namespace
 
 
@@ -78,8 +102,9 @@ COMMANDS = [
 @pytest.fixture
 def bash(cluster: Any) -> Any:
     kubectl = binary_path("kubectl")
-    [tool] = bash_toolset(env={"KUBECONFIG": str(cluster.kubeconfig),
-                               "PATH": f"{kubectl.parent}:{os.environ.get('PATH', '')}"}).tools
+    [tool] = bash_toolset(
+        env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{kubectl.parent}:{os.environ.get('PATH', '')}"}
+    ).tools
     return tool
 
 
@@ -93,22 +118,29 @@ async def test_no_format_or_layout_prints_a_planted_credential(bash: Any, world:
 async def test_what_is_not_a_credential_still_prints(bash: Any, world: str) -> None:
     level = await bash.run({"command": f"kubectl get cm app -n {world} -o jsonpath={{.data.level}}"})
     assert level.data.strip() == "info-level", level.text()
-    env = await bash.run({"command": f"kubectl get pod web -n {world} -o jsonpath={{.spec.containers[0].env[1].value}}"})
+    env = await bash.run(
+        {"command": f"kubectl get pod web -n {world} -o jsonpath={{.spec.containers[0].env[1].value}}"}
+    )
     assert env.data.strip() == "debug", env.text()
-    cols = await bash.run({"command": f"kubectl get pods -n {world} -o custom-columns=NAME:.metadata.name --no-headers"})
+    cols = await bash.run(
+        {"command": f"kubectl get pods -n {world} -o custom-columns=NAME:.metadata.name --no-headers"}
+    )
     assert cols.data.split() == ["web"], cols.text()
     described = await bash.run({"command": f"kubectl describe configmap app -n {world}"})
     assert "DB_PASSWORD:" in described.data and "level:" in described.data and "info-level" in described.data
 
 
-@pytest.mark.parametrize("command", [
-    "kubectl get cm app -n NS -o go-template={{.data.DB_PASSWORD}}",
-    "kubectl get cm app -n NS -o template={{.data.DB_PASSWORD}}",
-    "kubectl get cm app -n NS --template={{.data.DB_PASSWORD}}",
-    "kubectl get cm app -n NS -o templatefile=/etc/hostname",
-    "kubectl get cm app -n NS -o go-template-file=/etc/hostname",
-    "kubectl get cm app -n NS -o jsonpath-file=/etc/hostname",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl get cm app -n NS -o go-template={{.data.DB_PASSWORD}}",
+        "kubectl get cm app -n NS -o template={{.data.DB_PASSWORD}}",
+        "kubectl get cm app -n NS --template={{.data.DB_PASSWORD}}",
+        "kubectl get cm app -n NS -o templatefile=/etc/hostname",
+        "kubectl get cm app -n NS -o go-template-file=/etc/hostname",
+        "kubectl get cm app -n NS -o jsonpath-file=/etc/hostname",
+    ],
+)
 async def test_go_templates_and_file_formats_are_refused(bash: Any, world: str, command: str) -> None:
     assert not bash.needs_approval({"command": command})  # refused outright: nothing to approve
     out = await bash.run({"command": command.replace("NS", world)})

@@ -29,10 +29,15 @@ def _deployment(name: str, replicas: int = 2, annotations: dict[str, str] | None
             template=k8s.V1PodTemplateSpec(
                 metadata=k8s.V1ObjectMeta(labels=labels, annotations=annotations),
                 spec=k8s.V1PodSpec(
-                    containers=[k8s.V1Container(
-                        name="app", image="example.com/app:1.0",
-                        resources=k8s.V1ResourceRequirements(limits={"memory": "64Mi"}, requests={"cpu": "100m", "memory": "64Mi"}),
-                    )],
+                    containers=[
+                        k8s.V1Container(
+                            name="app",
+                            image="example.com/app:1.0",
+                            resources=k8s.V1ResourceRequirements(
+                                limits={"memory": "64Mi"}, requests={"cpu": "100m", "memory": "64Mi"}
+                            ),
+                        )
+                    ],
                     tolerations=TOLERATE_KWOK,
                 ),
             ),
@@ -102,15 +107,18 @@ async def test_find_resource_by_name_fragment(kube, api_client, namespace) -> No
 async def test_find_resource_greps_the_whole_row_status_included(kube, api_client, namespace) -> None:
     """Issue #27: "Which pods are crash-looping?" must find the pod whose STATUS column says
     CrashLoopBackOff, as the tool's description (a grep of `kubectl get -A` rows) promises."""
-    pods = _run_deployment(api_client, namespace, "ledger", replicas=1,
-                           annotations={"lestrade.dev/simulate": "crashloop"})
+    pods = _run_deployment(
+        api_client, namespace, "ledger", replicas=1, annotations={"lestrade.dev/simulate": "crashloop"}
+    )
     _run_deployment(api_client, namespace, "healthy-neighbour", replicas=1)
     name = pods[0].metadata.name
 
     def crashlooping() -> bool:
         pod = k8s.CoreV1Api(api_client).read_namespaced_pod(name, namespace)
-        return any(s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
-                   for s in pod.status.container_statuses or [])
+        return any(
+            s.state.waiting and s.state.waiting.reason == "CrashLoopBackOff"
+            for s in pod.status.container_statuses or []
+        )
 
     wait_until("the pod to crash-loop", crashlooping, 60)
     for args in ({"keyword": "CrashLoopBackOff", "kind": "pod"}, {"keyword": "crashloopbackoff"}):
@@ -131,20 +139,49 @@ async def test_unknown_kind_and_missing_object_are_clear_errors(kube, namespace)
     assert bad.status == "error" and "flurbs" in (bad.error or "")
     missing = await kube["kubectl_describe"].run({"kind": "pod", "name": "nope", "namespace": namespace})
     assert missing.status == "error" and "not found" in (missing.error or "")
-    injected = await kube["kubectl_describe"].run({"kind": "configmap", "name": "../../secrets/x", "namespace": namespace})
+    injected = await kube["kubectl_describe"].run(
+        {"kind": "configmap", "name": "../../secrets/x", "namespace": namespace}
+    )
     assert injected.status == "error" and "not a valid" in (injected.error or "")
 
 
 async def test_describe_crashlooping_pod_shows_oomkilled(kube, api_client, namespace) -> None:
-    pods = _run_deployment(api_client, namespace, "cart", replicas=1,
-                           annotations={"lestrade.dev/simulate": "crashloop", "lestrade.dev/restart-count": "6"})
+    pods = _run_deployment(
+        api_client,
+        namespace,
+        "cart",
+        replicas=1,
+        annotations={"lestrade.dev/simulate": "crashloop", "lestrade.dev/restart-count": "6"},
+    )
     name = pods[0].metadata.name
     out = await kube["kubectl_describe"].run({"kind": "pod", "name": name, "namespace": namespace})
     assert out.status == "success", out.text()
     text = out.data
-    for fragment in ("Name:", name, "Namespace:", namespace, "Node:", "kwok-node-", "Controlled By:", "ReplicaSet/cart-",
-                     "Containers:", "Image:", "example.com/app:1.0", "CrashLoopBackOff", "Last State:", "Terminated",
-                     "OOMKilled", "Exit Code:", "137", "Restart Count:", "6", "Limits:", "64Mi", "Conditions:", "Events:"):
+    for fragment in (
+        "Name:",
+        name,
+        "Namespace:",
+        namespace,
+        "Node:",
+        "kwok-node-",
+        "Controlled By:",
+        "ReplicaSet/cart-",
+        "Containers:",
+        "Image:",
+        "example.com/app:1.0",
+        "CrashLoopBackOff",
+        "Last State:",
+        "Terminated",
+        "OOMKilled",
+        "Exit Code:",
+        "137",
+        "Restart Count:",
+        "6",
+        "Limits:",
+        "64Mi",
+        "Conditions:",
+        "Events:",
+    ):
         assert fragment in text, f"{fragment!r} missing from:\n{text}"
     restart_line = next(line for line in text.splitlines() if "Restart Count:" in line)
     assert restart_line.split()[-1] == "6"
@@ -160,14 +197,27 @@ async def test_describe_crashlooping_pod_shows_oomkilled(kube, api_client, names
     assert "ReplicaSets:" in deployment.data and "cart-" in deployment.data
 
 
-def _event(namespace: str, name: str, pod: k8s.V1Pod, reason: str, when: datetime, etype: str = "Warning",
-           message: str = "", count: int = 1) -> k8s.CoreV1Event:
+def _event(
+    namespace: str,
+    name: str,
+    pod: k8s.V1Pod,
+    reason: str,
+    when: datetime,
+    etype: str = "Warning",
+    message: str = "",
+    count: int = 1,
+) -> k8s.CoreV1Event:
     return k8s.CoreV1Event(
         metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        involved_object=k8s.V1ObjectReference(kind="Pod", name=pod.metadata.name, namespace=namespace,
-                                              uid=pod.metadata.uid, api_version="v1"),
-        reason=reason, message=message or reason, type=etype, count=count,
-        first_timestamp=when - timedelta(minutes=5), last_timestamp=when,
+        involved_object=k8s.V1ObjectReference(
+            kind="Pod", name=pod.metadata.name, namespace=namespace, uid=pod.metadata.uid, api_version="v1"
+        ),
+        reason=reason,
+        message=message or reason,
+        type=etype,
+        count=count,
+        first_timestamp=when - timedelta(minutes=5),
+        last_timestamp=when,
         source=k8s.V1EventSource(component="kubelet"),
     )
 
@@ -177,10 +227,24 @@ async def test_events_sorted_by_time_for_object_and_namespace(kube, api_client, 
     pod = make_pod(namespace, "eventful")
     other = make_pod(namespace, "quiet")
     now = datetime.now(UTC)
-    core.create_namespaced_event(namespace, _event(namespace, "e-new", pod, "BackOff", now - timedelta(minutes=1),
-                                                   message="Back-off restarting failed container", count=4))
-    core.create_namespaced_event(namespace, _event(namespace, "e-old", pod, "Pulled", now - timedelta(hours=1), etype="Normal"))
-    core.create_namespaced_event(namespace, _event(namespace, "e-other", other, "Unhealthy", now - timedelta(minutes=30)))
+    core.create_namespaced_event(
+        namespace,
+        _event(
+            namespace,
+            "e-new",
+            pod,
+            "BackOff",
+            now - timedelta(minutes=1),
+            message="Back-off restarting failed container",
+            count=4,
+        ),
+    )
+    core.create_namespaced_event(
+        namespace, _event(namespace, "e-old", pod, "Pulled", now - timedelta(hours=1), etype="Normal")
+    )
+    core.create_namespaced_event(
+        namespace, _event(namespace, "e-other", other, "Unhealthy", now - timedelta(minutes=30))
+    )
 
     out = await kube["kubectl_events"].run({"namespace": namespace, "kind": "pod", "name": "eventful"})
     assert out.status == "success", out.text()
@@ -204,8 +268,12 @@ async def test_events_sorted_by_time_for_object_and_namespace(kube, api_client, 
 
 async def test_logs_and_previous_logs(kube, namespace, make_pod, kwok_logs) -> None:
     make_pod(namespace, "logger")
-    kwok_logs(namespace, "logger", "starting\nconnecting to db\nDB_PASSWORD=hunter2-in-logs\nready",
-              previous="boot\npanic: out of memory")
+    kwok_logs(
+        namespace,
+        "logger",
+        "starting\nconnecting to db\nDB_PASSWORD=hunter2-in-logs\nready",
+        previous="boot\npanic: out of memory",
+    )
     out = await kube["kubectl_logs"].run({"pod_name": "logger", "namespace": namespace})
     assert out.status == "success", out.text()
     assert "connecting to db" in out.data and out.data.rstrip().endswith("ready")
@@ -213,7 +281,9 @@ async def test_logs_and_previous_logs(kube, namespace, make_pod, kwok_logs) -> N
     tail = await kube["kubectl_logs"].run({"pod_name": "logger", "namespace": namespace, "tail": 1})
     assert tail.status == "success", tail.text()
     assert tail.data.strip() == "ready"
-    previous = await kube["kubectl_previous_logs"].run({"pod_name": "logger", "namespace": namespace, "container": "app"})
+    previous = await kube["kubectl_previous_logs"].run(
+        {"pod_name": "logger", "namespace": namespace, "container": "app"}
+    )
     assert previous.status == "success", previous.text()
     assert "panic: out of memory" in previous.data and "ready" not in previous.data
     wrong = await kube["kubectl_logs"].run({"pod_name": "logger", "namespace": namespace, "container": "sidecar"})
@@ -221,8 +291,14 @@ async def test_logs_and_previous_logs(kube, namespace, make_pod, kwok_logs) -> N
 
 
 async def test_logs_of_every_container_by_default(kube, namespace, make_pod, kwok_logs) -> None:
-    make_pod(namespace, "two", containers=[k8s.V1Container(name="main", image="example.com/a:1"),
-                                          k8s.V1Container(name="proxy", image="example.com/b:1")])
+    make_pod(
+        namespace,
+        "two",
+        containers=[
+            k8s.V1Container(name="main", image="example.com/a:1"),
+            k8s.V1Container(name="proxy", image="example.com/b:1"),
+        ],
+    )
     kwok_logs(namespace, "two", "main says hi", container="main")
     out = await kube["kubectl_logs"].run({"pod_name": "two", "namespace": namespace})
     assert out.status == "success", out.text()
@@ -235,8 +311,15 @@ async def test_describe_node_and_yaml(kube, api_client, namespace) -> None:
     node = pods[0].spec.node_name
     out = await kube["kubectl_describe"].run({"kind": "node", "name": node})
     assert out.status == "success", out.text()
-    for fragment in ("Name:", node, "Capacity:", "Allocatable:", "Non-terminated Pods:", pods[0].metadata.name,
-                     "Allocated resources:"):
+    for fragment in (
+        "Name:",
+        node,
+        "Capacity:",
+        "Allocatable:",
+        "Non-terminated Pods:",
+        pods[0].metadata.name,
+        "Allocated resources:",
+    ):
         assert fragment in out.data, fragment
     yaml_out = await kube["kubectl_get_yaml"].run({"kind": "deployment", "name": "sized", "namespace": namespace})
     assert yaml_out.status == "success", yaml_out.text()
@@ -266,11 +349,19 @@ async def test_logs_default_to_the_crashed_container_as_a_digest(kube, namespace
     """A crash-looping app beside a healthy proxy: by default the app's logs only, digested (the
     repeated trace counted), with a note naming the proxy; `raw`, `grep` and `container` give the
     rest, so nothing is out of reach."""
-    make_pod(namespace, "shop", containers=[k8s.V1Container(name="app", image="example.com/a:1"),
-                                           k8s.V1Container(name="proxy", image="example.com/b:1")],
-             annotations={"lestrade.dev/simulate": "crashloop", "lestrade.dev/container": "app"},
-             until=lambda p: any(s.name == "app" and s.restart_count for s in p.status.container_statuses or []))
-    trace = "java.lang.OutOfMemoryError: Java heap space\n" + "\n".join(f"\tat Cache.load(Cache.java:{n})" for n in range(15))
+    make_pod(
+        namespace,
+        "shop",
+        containers=[
+            k8s.V1Container(name="app", image="example.com/a:1"),
+            k8s.V1Container(name="proxy", image="example.com/b:1"),
+        ],
+        annotations={"lestrade.dev/simulate": "crashloop", "lestrade.dev/container": "app"},
+        until=lambda p: any(s.name == "app" and s.restart_count for s in p.status.container_statuses or []),
+    )
+    trace = "java.lang.OutOfMemoryError: Java heap space\n" + "\n".join(
+        f"\tat Cache.load(Cache.java:{n})" for n in range(15)
+    )
     app_log = "\n".join(f"2026-11-26T10:00:{i:02d}Z INFO  request {i} served\n{trace}" for i in range(40))
     kwok_logs(namespace, "shop", app_log, container="app")
 

@@ -19,8 +19,9 @@ def _java_crashes(starts: int = 4, requests: int = 60) -> str:
 
     for start in range(starts):
         lines.append(f"{ts()} INFO  Starting InventoryService v1.4.2 attempt {start}")
-        lines += [f"{ts()} INFO  GET /api/items/{rng.randint(1, 9999)} 200 {rng.randint(2, 80)}ms"
-                  for _ in range(requests)]
+        lines += [
+            f"{ts()} INFO  GET /api/items/{rng.randint(1, 9999)} 200 {rng.randint(2, 80)}ms" for _ in range(requests)
+        ]
         lines.append(f"{ts()} ERROR Failed to allocate cache buffer of {1024 + start} MiB")
         lines.append("java.lang.OutOfMemoryError: Java heap space")
         lines += [f"\tat com.example.inventory.Cache.load(Cache.java:{100 + f})" for f in range(20)]
@@ -61,8 +62,10 @@ def test_short_logs_are_unchanged() -> None:
 
 def test_one_key_line_among_thousands_survives() -> None:
     rng = random.Random(3)
-    lines = [f"2026-11-26T09:{i // 60 % 60:02d}:{i % 60:02d}Z INFO  heartbeat ok latency={rng.randint(1, 9)}ms"
-             for i in range(5000)]
+    lines = [
+        f"2026-11-26T09:{i // 60 % 60:02d}:{i % 60:02d}Z INFO  heartbeat ok latency={rng.randint(1, 9)}ms"
+        for i in range(5000)
+    ]
     lines[2717] = "2026-11-26T09:45:17Z INFO  connecting to payments-db.shop.svc:5432 as user app"
     digest = digest_log("\n".join(lines), keep_tail=10)
     assert "connecting to payments-db.shop.svc:5432 as user app" in digest

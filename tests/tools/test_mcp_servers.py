@@ -16,8 +16,15 @@ from lestrade.testing.mcp_testserver import SECRET_LINE
 FAST = dict(connect_timeout=10.0, call_timeout=3.0)
 
 
-async def _hub_tools(url: str, name: str = "tsrv", transport: str = "StreamableHTTP", *,
-                     policy: Policy = Policy(trust_hints=True), max_output: int = 30_000, **config):
+async def _hub_tools(
+    url: str,
+    name: str = "tsrv",
+    transport: str = "StreamableHTTP",
+    *,
+    policy: Policy = Policy(trust_hints=True),
+    max_output: int = 30_000,
+    **config,
+):
     """The model-facing tools of one server, as a run gets them from the hub."""
     hub = McpHub(observe=lambda *a: observed.append(a))
     observed: list[tuple] = []
@@ -60,8 +67,9 @@ async def test_hostile_listing_is_capped_cleaned_and_filtered(mcp_servers) -> No
     assert [t.tool for t in tools] == ["echo"]
     # The exposed name must fit 64 characters.
     tools, skipped = build_catalog("s" * 60, found.tools, Policy())
-    assert tools == [] and all("longer than 64" in s.reason or "name is not" in s.reason
-                               or "larger than" in s.reason for s in skipped)
+    assert tools == [] and all(
+        "longer than 64" in s.reason or "name is not" in s.reason or "larger than" in s.reason for s in skipped
+    )
 
 
 async def test_approval_defaults_follow_hints_only_when_trusted(mcp_servers) -> None:
@@ -171,8 +179,14 @@ async def test_third_party_time_server_from_pypi(time_mcp_server, transport: str
     default, and called as the model would."""
     found = await discover(ServerConfig(time_mcp_server.base + path, transport, connect_timeout=30.0))
     assert "get_current_time" in {t.name for t in found.tools}
-    tools, _, _ = await _hub_tools(time_mcp_server.base + path, name="time", transport=transport,
-                                   policy=Policy(), connect_timeout=30.0, call_timeout=30.0)
+    tools, _, _ = await _hub_tools(
+        time_mcp_server.base + path,
+        name="time",
+        transport=transport,
+        policy=Policy(),
+        connect_timeout=30.0,
+        call_timeout=30.0,
+    )
     assert tools["time__get_current_time"].needs_approval({"timezone": "UTC"})
     out = await tools["time__get_current_time"].run({"timezone": "Europe/Berlin"})
     assert out.status == "success" and "Europe/Berlin" in out.text(), out.text()

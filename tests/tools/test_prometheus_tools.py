@@ -19,19 +19,22 @@ async def test_instant_query_returns_loaded_series(prom) -> None:
     assert out.status == "success", out.text()
     lines = out.data.splitlines()
     assert lines[0].startswith("2 series at ")
-    assert 'lestrade_test_memory_bytes{instance=' in out.data
+    assert "lestrade_test_memory_bytes{instance=" in out.data
     assert any('pod="web-1"' in line and line.endswith(" 52428800") for line in lines)
     assert any('pod="web-2"' in line and line.endswith(" 67108864") for line in lines)
 
     total = await prom["prometheus_instant_query"].run({"query": "sum(lestrade_test_memory_bytes)"})
     assert total.data.splitlines()[1] == "{} 119537664"
-    scalar = await prom["prometheus_instant_query"].run({"query": "scalar(sum(lestrade_test_memory_bytes)) / 1024 / 1024"})
+    scalar = await prom["prometheus_instant_query"].run(
+        {"query": "scalar(sum(lestrade_test_memory_bytes)) / 1024 / 1024"}
+    )
     assert scalar.data == "scalar: 114"
 
 
 async def test_range_query_summarises_points(prom) -> None:
     out = await prom["prometheus_range_query"].run(
-        {"query": 'lestrade_test_requests_total{code="500"}', "start": "-5m", "step": "1s"})
+        {"query": 'lestrade_test_requests_total{code="500"}', "start": "-5m", "step": "1s"}
+    )
     assert out.status == "success", out.text()
     header = out.data.splitlines()[1]
     points = int(header.split()[0])

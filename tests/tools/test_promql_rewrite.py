@@ -28,17 +28,20 @@ def _selectors(query: str) -> list[list[tuple[str, str, str]]]:
     return out
 
 
-@pytest.mark.parametrize("query", [
-    "up",
-    'sum by (pod) (rate(http_requests_total{code=~"5.."}[5m]))',
-    "a or b unless c and d",
-    "max_over_time(rate(x[1m])[10m:30s] offset 1h)",
-    'label_replace(up, "namespace", "other", "", "")',
-    'absent(up{namespace="other"})',
-    '{__name__=~".+", namespace!="shop"}',
-    "histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m]))) > on() group_left() scalar(y)",
-    "-x @ start() offset -5m",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "up",
+        'sum by (pod) (rate(http_requests_total{code=~"5.."}[5m]))',
+        "a or b unless c and d",
+        "max_over_time(rate(x[1m])[10m:30s] offset 1h)",
+        'label_replace(up, "namespace", "other", "", "")',
+        'absent(up{namespace="other"})',
+        '{__name__=~".+", namespace!="shop"}',
+        "histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m]))) > on() group_left() scalar(y)",
+        "-x @ start() offset -5m",
+    ],
+)
 def test_every_selector_gets_the_matcher_and_nothing_else_changes(query: str) -> None:
     for scope, matcher in ((ONE, ("namespace", "=", "shop")), (TWO, ("namespace", "=~", "shop|web"))):
         rewritten = enforce_query(query, scope)
@@ -52,20 +55,29 @@ def test_values_are_escaped_so_a_quote_cannot_close_the_selector() -> None:
     query = 'up{job="x\\"} or {__name__=~\\".+\\"} #"}'
     rewritten = enforce_query(query, ONE)
     (selector,) = _selectors(rewritten)  # still one selector, the value intact
-    assert sorted(selector) == [("__name__", "=", "up"), ("job", "=", 'x"} or {__name__=~".+"} #'), ("namespace", "=", "shop")]
-    for value in ['a\\nb', 'tab\\there', 'back\\\\slash', 'uni\\u00e9', "single'quote"]:
+    assert sorted(selector) == [
+        ("__name__", "=", "up"),
+        ("job", "=", 'x"} or {__name__=~".+"} #'),
+        ("namespace", "=", "shop"),
+    ]
+    for value in ["a\\nb", "tab\\there", "back\\\\slash", "uni\\u00e9", "single'quote"]:
         out = enforce_query(f'up{{job="{value}"}}', ONE)
-        assert [m for m in _selectors(out)[0] if m[0] == "job"] == [m for m in _selectors(f'up{{job="{value}"}}')[0] if m[0] == "job"]
+        assert [m for m in _selectors(out)[0] if m[0] == "job"] == [
+            m for m in _selectors(f'up{{job="{value}"}}')[0] if m[0] == "job"
+        ]
 
 
-@pytest.mark.parametrize(("query", "why"), [
-    ("info(up)", "info()"),
-    ('up{a="1" or b="2"}', "or"),
-    ("sum(", "cannot parse"),
-    ("   ", "empty"),
-    (" or ".join(f"m{i}" for i in range(40)), "more than 60 parts"),  # the parser's walks are superlinear
-    ("up" + " " * 4000, "longer than 4000"),
-])
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("info(up)", "info()"),
+        ('up{a="1" or b="2"}', "or"),
+        ("sum(", "cannot parse"),
+        ("   ", "empty"),
+        (" or ".join(f"m{i}" for i in range(40)), "more than 60 parts"),  # the parser's walks are superlinear
+        ("up" + " " * 4000, "longer than 4000"),
+    ],
+)
 def test_what_cannot_be_confined_is_refused(query: str, why: str) -> None:
     with pytest.raises(ScopeRefused, match=why.replace("(", r"\(").replace(")", r"\)")):
         enforce_query(query, ONE)
@@ -86,18 +98,39 @@ def test_scope_names_are_namespaces_so_no_regex_can_hide_in_them() -> None:
 
 
 def test_the_servers_own_parse_is_checked() -> None:
-    good = {"type": "binaryExpr", "lhs": {"type": "vectorSelector", "matchers": [
-        {"type": "=", "name": "namespace", "value": "shop"}, {"type": "=", "name": "__name__", "value": "up"}]},
-        "rhs": {"type": "numberLiteral", "val": "1"}}
+    good = {
+        "type": "binaryExpr",
+        "lhs": {
+            "type": "vectorSelector",
+            "matchers": [
+                {"type": "=", "name": "namespace", "value": "shop"},
+                {"type": "=", "name": "__name__", "value": "up"},
+            ],
+        },
+        "rhs": {"type": "numberLiteral", "val": "1"},
+    }
     verify_server_ast(good, ONE)
-    bad = {"type": "binaryExpr", "lhs": good["lhs"], "rhs": {"type": "vectorSelector", "matchers": [
-        {"type": "=~", "name": "__name__", "value": ".+"}]}}
+    bad = {
+        "type": "binaryExpr",
+        "lhs": good["lhs"],
+        "rhs": {"type": "vectorSelector", "matchers": [{"type": "=~", "name": "__name__", "value": ".+"}]},
+    }
     with pytest.raises(ScopeRefused, match="differently"):
         verify_server_ast(bad, ONE)
     with pytest.raises(ScopeRefused):
         verify_server_ast({"type": "call", "func": {"name": "info"}, "args": []}, ONE)
     # Prometheus flattens a range selector into one node with its own matchers
-    unscoped_range = {"type": "call", "func": {"name": "rate"}, "args": [
-        {"type": "matrixSelector", "name": "x", "range": 300000, "matchers": [{"type": "=", "name": "__name__", "value": "x"}]}]}
+    unscoped_range = {
+        "type": "call",
+        "func": {"name": "rate"},
+        "args": [
+            {
+                "type": "matrixSelector",
+                "name": "x",
+                "range": 300000,
+                "matchers": [{"type": "=", "name": "__name__", "value": "x"}],
+            }
+        ],
+    }
     with pytest.raises(ScopeRefused, match="differently"):
         verify_server_ast(unscoped_range, ONE)

@@ -53,8 +53,10 @@ pytestmark = [pytest.mark.timeout(1800), pytest.mark.binaries("prometheus", "ale
 
 # whole words only: random ports (instance="127.0.0.1:41009") and silence ids ("…3fab-1c…")
 # hold these digits and letters without being a leak
-LEAKS = [re.compile(rf"\b{re.escape(word)}\b") for word in
-         ("tenant-b", "b-1", "b-2", "1009", "7919", "node-1", "104729", "NodeLoadHigh")]
+LEAKS = [
+    re.compile(rf"\b{re.escape(word)}\b")
+    for word in ("tenant-b", "b-1", "b-2", "1009", "7919", "node-1", "104729", "NodeLoadHigh")
+]
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +90,16 @@ def alertmanager() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def prometheus(target: str, alertmanager: str) -> Iterator[str]:
-    with PrometheusServer([target], binary=ensure_prometheus(), rules=RULES,
-                          alertmanager=alertmanager.removeprefix("http://")) as server:
+    with PrometheusServer(
+        [target], binary=ensure_prometheus(), rules=RULES, alertmanager=alertmanager.removeprefix("http://")
+    ) as server:
 
         def ready() -> bool:
             series = httpx.get(f"{server.url}/api/v1/query", params={"query": "count(lestrade_tenant_secret)"}).json()
             alerts = httpx.get(f"{alertmanager}/api/v2/alerts").json()
-            return (bool(series["data"]["result"]) and series["data"]["result"][0]["value"][1] == "4"
-                    and len(alerts) == 5)  # 4 tenant secrets + the node alert reached Alertmanager
+            return (
+                bool(series["data"]["result"]) and series["data"]["result"][0]["value"][1] == "4" and len(alerts) == 5
+            )  # 4 tenant secrets + the node alert reached Alertmanager
 
         wait_until("Prometheus to scrape the tenants and Alertmanager to hold their alerts", ready, timeout=120)
         yield server.url
@@ -103,7 +107,10 @@ def prometheus(target: str, alertmanager: str) -> Iterator[str]:
 
 def _tools(prometheus: str, alertmanager: str, *namespaces: str) -> dict[str, Any]:
     scope = NamespaceScope(namespaces) if namespaces else None
-    tools = prometheus_toolset(prometheus, scope=scope).tools + alerting_toolset(prometheus, alertmanager, scope=scope).tools
+    tools = (
+        prometheus_toolset(prometheus, scope=scope).tools
+        + alerting_toolset(prometheus, alertmanager, scope=scope).tools
+    )
     return {t.name: t for t in tools}
 
 
@@ -152,7 +159,7 @@ ATTACKS = [
     "sum by (namespace, pod) (lestrade_tenant_secret)",
     'count by (namespace) ({namespace!=""})',
     'max_over_time(lestrade_tenant_secret{namespace="tenant-b"}[5m:1s])',
-    'max_over_time((sum(lestrade_tenant_secret) + sum(lestrade_node_load))[1m:1s])',
+    "max_over_time((sum(lestrade_tenant_secret) + sum(lestrade_node_load))[1m:1s])",
     'label_replace(lestrade_tenant_secret{namespace="tenant-b"}, "namespace", "tenant-a", "namespace", ".*")',
     'label_replace({__name__="lestrade_node_load"}, "namespace", "tenant-a", "", "")',
     'absent(lestrade_tenant_secret{namespace="tenant-b"})',
@@ -205,12 +212,15 @@ async def test_series_and_label_apis_are_confined(tenant_a) -> None:
     assert "node" not in (await _text(tenant_a, "prometheus_labels")).splitlines()[1:]
 
 
-@pytest.mark.parametrize(("query", "why"), [
-    ("info(lestrade_tenant_secret)", "info()"),
-    ('lestrade_tenant_secret{pod="a-1" or pod="b-1"}', "or"),
-    ("sum(", "cannot parse"),
-    ("", "missing required parameter"),
-])
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("info(lestrade_tenant_secret)", "info()"),
+        ('lestrade_tenant_secret{pod="a-1" or pod="b-1"}', "or"),
+        ("sum(", "cannot parse"),
+        ("", "missing required parameter"),
+    ],
+)
 async def test_a_query_that_cannot_be_confined_is_refused_with_a_message(tenant_a, query: str, why: str) -> None:
     out = await tenant_a["prometheus_instant_query"].run({"query": query})
     assert out.status == "error" and why in (out.error or ""), out.text()
@@ -229,13 +239,24 @@ def test_prometheus_parses_the_rewritten_query_itself(prometheus) -> None:
 
 async def test_alerts_rules_and_silences_are_confined(tenant_a, admin, alertmanager) -> None:
     silences = [
-        {"matchers": [{"name": "namespace", "value": "tenant-a", "isRegex": False, "isEqual": True}], "comment": "a: deploy"},
-        {"matchers": [{"name": "namespace", "value": "tenant-b", "isRegex": False, "isEqual": True}], "comment": "b: secret work"},
-        {"matchers": [{"name": "namespace", "value": "tenant-.*", "isRegex": True, "isEqual": True}], "comment": "all: tenant-b too"},
+        {
+            "matchers": [{"name": "namespace", "value": "tenant-a", "isRegex": False, "isEqual": True}],
+            "comment": "a: deploy",
+        },
+        {
+            "matchers": [{"name": "namespace", "value": "tenant-b", "isRegex": False, "isEqual": True}],
+            "comment": "b: secret work",
+        },
+        {
+            "matchers": [{"name": "namespace", "value": "tenant-.*", "isRegex": True, "isEqual": True}],
+            "comment": "all: tenant-b too",
+        },
     ]
     for silence in silences:
-        response = httpx.post(f"{alertmanager}/api/v2/silences", json={
-            **silence, "createdBy": "test", "startsAt": "2020-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z"})
+        response = httpx.post(
+            f"{alertmanager}/api/v2/silences",
+            json={**silence, "createdBy": "test", "startsAt": "2020-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z"},
+        )
         assert response.status_code == 200, response.text
 
     alerts = await _text(tenant_a, "prometheus_alerts")
@@ -253,9 +274,11 @@ async def test_alerts_rules_and_silences_are_confined(tenant_a, admin, alertmana
     routed = await _text(tenant_a, "alertmanager_alerts", include_silenced=True)
     assert 'pod="a-1"' in routed
     _clean(routed)
-    by_filter = await tenant_a["alertmanager_alerts"].run({"filter": ['namespace="tenant-b"'], "include_silenced": True})
+    by_filter = await tenant_a["alertmanager_alerts"].run(
+        {"filter": ['namespace="tenant-b"'], "include_silenced": True}
+    )
     _clean(by_filter.data)
-    assert "pod=\"b-1\"" in await _text(admin, "alertmanager_alerts", include_silenced=True)
+    assert 'pod="b-1"' in await _text(admin, "alertmanager_alerts", include_silenced=True)
 
     muted = await _text(tenant_a, "alertmanager_silences")
     assert muted.startswith("1 silences") and "a: deploy" in muted, muted

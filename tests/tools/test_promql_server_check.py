@@ -20,8 +20,13 @@ import pytest
 from lestrade.operator.tools.prometheus import prometheus_toolset
 from lestrade.operator.tools.promql_scope import NamespaceScope
 
-VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"__name__": "up", "namespace": "shop"}, "value": [1700000000, "1"]}]}}
+VECTOR = {
+    "status": "success",
+    "data": {
+        "resultType": "vector",
+        "result": [{"metric": {"__name__": "up", "namespace": "shop"}, "value": [1700000000, "1"]}],
+    },
+}
 SLOPPY_AST = {"type": "vectorSelector", "name": "up", "matchers": [{"type": "=", "name": "__name__", "value": "up"}]}
 
 
@@ -60,7 +65,11 @@ def server() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _query_tool(url: str) -> Any:
-    return next(t for t in prometheus_toolset(url, scope=NamespaceScope(("shop",))).tools if t.name == "prometheus_instant_query")
+    return next(
+        t
+        for t in prometheus_toolset(url, scope=NamespaceScope(("shop",))).tools
+        if t.name == "prometheus_instant_query"
+    )
 
 
 async def test_a_server_without_parse_query_gets_the_locally_confined_query(server) -> None:

@@ -28,7 +28,10 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_X
         ("Authorization: Bearer bearertoken123456", "bearertoken123456"),
         ("curl -H 'Authorization: Basic dXNlcjpwYXNz' http://x", "dXNlcjpwYXNz"),
         ("found key AKIAIOSFODNN7EXAMPLE in config", "AKIAIOSFODNN7EXAMPLE"),
-        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
         (f"token issued: {JWT} ok", JWT),
         ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEA7"),
         ("- name: API_TOKEN\n  value: yamltoken9\n- name: LEVEL\n  value: info", "yamltoken9"),
@@ -44,8 +47,12 @@ def test_credentials_are_masked(text: str, secret: str) -> None:
 
 
 def test_last_applied_configuration_of_a_secret_is_masked() -> None:
-    manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
-                "data": {"password": "aHVudGVyMg==", "config.json": "eyJ4IjoxfQ=="}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db"},
+        "data": {"password": "aHVudGVyMg==", "config.json": "eyJ4IjoxfQ=="},
+    }
     line = f"kubectl.kubernetes.io/last-applied-configuration: {json.dumps(manifest)}"
     out = redact(line)
     assert "aHVudGVyMg==" not in out and "eyJ4IjoxfQ==" not in out
@@ -82,13 +89,28 @@ def test_sensitive_key_names() -> None:
 def test_redact_object_masks_env_and_last_applied() -> None:
     pod = {
         "kind": "Pod",
-        "metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(
-            {"kind": "Pod", "spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "inline-pass"}]}]}})}},
-        "spec": {"containers": [{"name": "app", "env": [
-            {"name": "DB_PASSWORD", "value": "inline-pass"},
-            {"name": "LEVEL", "value": "debug"},
-            {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "t", "key": "token"}}},
-        ]}]},
+        "metadata": {
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+                    {
+                        "kind": "Pod",
+                        "spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "inline-pass"}]}]},
+                    }
+                )
+            }
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "env": [
+                        {"name": "DB_PASSWORD", "value": "inline-pass"},
+                        {"name": "LEVEL", "value": "debug"},
+                        {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "t", "key": "token"}}},
+                    ],
+                }
+            ]
+        },
     }
     out = redact_object(pod)
     dumped = json.dumps(out)
@@ -101,14 +123,19 @@ def test_redact_object_masks_env_and_last_applied() -> None:
 # issue 29: layouts that leaked (kubectl describe, blanks and `;` in values, folded YAML,
 # env in escaped JSON, `sshpass -p VALUE`, prose in Events)
 LAYOUTS = [
-    ("Data\n====\nDB_PASSWORD:\n----\nPl4nted one\nPl4nted two\n\nlevel:\n----\ninfo\n\nBinaryData\n====\n\nEvents:  <none>\n",
-     "info"),
+    (
+        "Data\n====\nDB_PASSWORD:\n----\nPl4nted one\nPl4nted two\n\nlevel:\n----\ninfo\n\nBinaryData\n====\n\nEvents:  <none>\n",
+        "info",
+    ),
     ("DB_PASSWORD:  Pl4nted with spaces;and more\nLEVEL:  info", "info"),
     ("password=Pl4nted with spaces;more user=bob", "user=bob"),
     ("Password=Pl4nted;Server=db", "Server=db"),
     ("spec:\n  password: Pl4nted-start\n    Pl4nted-folded\n  level: info", "level: info"),
     ('spec:\n  password: "Pl4nted-start\n    Pl4nted-folded"\n  level: info', "level: info"),
-    ('"{\\"env\\":[{\\"name\\":\\"DB_PASSWORD\\",\\"value\\":\\"Pl4nted\\"},{\\"name\\":\\"L\\",\\"value\\":\\"info\\"}]}"', "info"),
+    (
+        '"{\\"env\\":[{\\"name\\":\\"DB_PASSWORD\\",\\"value\\":\\"Pl4nted\\"},{\\"name\\":\\"L\\",\\"value\\":\\"info\\"}]}"',
+        "info",
+    ),
     ("- {name: DB_PASSWORD, value: Pl4nted}\n- {name: L, value: info}", "info"),
     ("sshpass -p Pl4nted ssh db -l info", "ssh db"),
     ("db login failed: password is Pl4nted", "db login failed"),
@@ -124,12 +151,15 @@ def test_layouts_of_issue_29_are_masked(text: str, kept: str) -> None:
     assert kept in out, out
 
 
-@pytest.mark.parametrize("text", [
-    "password authentication failed for user app",
-    'MountVolume.SetUp failed for volume "db" : secret "db-creds" not found',
-    "token expired, refreshing",
-    "Data\n====\npassword  18 bytes\ntoken:  1234 bytes",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password authentication failed for user app",
+        'MountVolume.SetUp failed for volume "db" : secret "db-creds" not found',
+        "token expired, refreshing",
+        "Data\n====\npassword  18 bytes\ntoken:  1234 bytes",
+    ],
+)
 def test_prose_about_credentials_stays_readable(text: str) -> None:
     assert redact(text) == text
 
@@ -138,8 +168,10 @@ def test_an_error_message_after_a_credential_word_stays_evidence() -> None:
     """An image pull's Event: `token: unexpected status ... 401 Unauthorized` is the failure,
     not a token (the evidence suite's image-pull-unauthorized lost it); a value that is one
     token-looking word, or quoted, is still masked."""
-    message = ('failed to fetch anonymous token: unexpected status from GET request to '
-               'https://private.registry.example.com/token: 401 Unauthorized')
+    message = (
+        "failed to fetch anonymous token: unexpected status from GET request to "
+        "https://private.registry.example.com/token: 401 Unauthorized"
+    )
     assert redact(message) == message
     assert redact("token: 401 Unauthorized") == "token: 401 Unauthorized"
     assert redact("password: error!123") == "password: [REDACTED]"

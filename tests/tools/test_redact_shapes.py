@@ -89,8 +89,21 @@ def test_run_together_names_are_sensitive_and_references_are_not() -> None:
         assert not is_sensitive_key(key), key
 
 
-_ADVERSARIAL = ["a", "a.", "a=", "password=", 'password="', "eyJ", "eyJa.", "a://b:", "- --password\n",
-                '<add key="password" value="', "name: DB_PASSWORD\n", "password: |\n", "mysql -u "]
+_ADVERSARIAL = [
+    "a",
+    "a.",
+    "a=",
+    "password=",
+    'password="',
+    "eyJ",
+    "eyJa.",
+    "a://b:",
+    "- --password\n",
+    '<add key="password" value="',
+    "name: DB_PASSWORD\n",
+    "password: |\n",
+    "mysql -u ",
+]
 
 
 @pytest.mark.parametrize("unit", _ADVERSARIAL)
@@ -119,7 +132,7 @@ async def test_redact_async_leaves_the_event_loop_free() -> None:
             await asyncio.sleep(0)
 
     task = asyncio.create_task(ticker())
-    text = ("level=info msg=ok password=hunter2 " * 60_000)
+    text = "level=info msg=ok password=hunter2 " * 60_000
     out = await redact_async(text)
     stop.set()
     await task

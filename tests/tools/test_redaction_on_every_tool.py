@@ -27,7 +27,8 @@ async def test_runbook_text_is_redacted(tmp_path: Path) -> None:
 async def test_todo_prometheus_and_bash_outputs_are_redacted() -> None:
     registry = default_registry(_offline_client(), prometheus_url=f"http://admin:{SECRET}@127.0.0.1:9")
     todo = await registry.get("TodoWrite").run(
-        {"todos": [{"id": "1", "content": f"rotate token={SECRET}", "status": "pending"}]})
+        {"todos": [{"id": "1", "content": f"rotate token={SECRET}", "status": "pending"}]}
+    )
     assert todo.status == "success", todo.text()
     assert "token=[REDACTED]" in todo.data and SECRET not in todo.data
     prom = await registry.get("prometheus_instant_query").run({"query": "up"})

@@ -11,13 +11,28 @@ from kubernetes.client import ApiClient, Configuration
 from lestrade.operator.tools import Tool, default_registry, runbooks_toolset, todo_toolset
 
 READ_ONLY_KUBERNETES = {
-    "kubectl_describe", "kubectl_get_by_name", "kubectl_get_by_kind_in_namespace", "kubectl_get_by_kind_in_cluster",
-    "kubectl_find_resource", "kubectl_get_yaml", "kubectl_events", "kubectl_logs", "kubectl_previous_logs",
-    "kubectl_top_pods", "kubectl_top_nodes", "what_changed",
+    "kubectl_describe",
+    "kubectl_get_by_name",
+    "kubectl_get_by_kind_in_namespace",
+    "kubectl_get_by_kind_in_cluster",
+    "kubectl_find_resource",
+    "kubectl_get_yaml",
+    "kubectl_events",
+    "kubectl_logs",
+    "kubectl_previous_logs",
+    "kubectl_top_pods",
+    "kubectl_top_nodes",
+    "what_changed",
 }
 WRITE_TOOLS = {"kubectl_delete_pod", "kubectl_rollout_restart", "kubectl_scale"}
-PROMETHEUS = {"prometheus_instant_query", "prometheus_range_query", "prometheus_series", "prometheus_labels",
-              "prometheus_alerts", "prometheus_rules"}
+PROMETHEUS = {
+    "prometheus_instant_query",
+    "prometheus_range_query",
+    "prometheus_series",
+    "prometheus_labels",
+    "prometheus_alerts",
+    "prometheus_rules",
+}
 
 
 def _offline_client() -> ApiClient:
@@ -51,10 +66,14 @@ def test_optional_toolsets() -> None:
 
 def test_describe_lines_read_like_kubectl() -> None:
     registry = default_registry(_offline_client(), enable_write_tools=True)
-    assert registry.get("kubectl_describe").describe({"kind": "pod", "name": "web-1", "namespace": "shop"}) == \
-        "kubectl describe pod web-1 -n shop"
-    assert registry.get("kubectl_rollout_restart").describe({"kind": "deployment", "name": "web", "namespace": "shop"}) == \
-        "kubectl rollout restart deployment/web -n shop"
+    assert (
+        registry.get("kubectl_describe").describe({"kind": "pod", "name": "web-1", "namespace": "shop"})
+        == "kubectl describe pod web-1 -n shop"
+    )
+    assert (
+        registry.get("kubectl_rollout_restart").describe({"kind": "deployment", "name": "web", "namespace": "shop"})
+        == "kubectl rollout restart deployment/web -n shop"
+    )
     assert registry.get("bash").describe({"command": "kubectl get pods"}) == "kubectl get pods"
 
 
@@ -76,11 +95,15 @@ async def test_runbooks_from_folder_and_builtin(tmp_path: Path) -> None:
 
 async def test_todo_write_keeps_state_per_toolset() -> None:
     first = todo_toolset().tools[0]
-    out = await first.run({"todos": [
-        {"id": "1", "content": "Describe the pod", "status": "completed"},
-        {"id": "2", "content": "Read previous logs", "status": "in_progress"},
-        {"id": "3", "content": "Check memory limit", "status": "pending"},
-    ]})
+    out = await first.run(
+        {
+            "todos": [
+                {"id": "1", "content": "Describe the pod", "status": "completed"},
+                {"id": "2", "content": "Read previous logs", "status": "in_progress"},
+                {"id": "3", "content": "Check memory limit", "status": "pending"},
+            ]
+        }
+    )
     assert out.data.splitlines() == [
         "Task list (1/3 completed):",
         "[x] 1. Describe the pod",
@@ -102,7 +125,8 @@ def test_the_api_knows_every_built_in_tool_name() -> None:
     from lestrade.operator.tools.registry import default_registry
     from lestrade.resources.tool_names import BUILTIN_TOOL_NAMES
 
-    registry = default_registry(k8s.ApiClient(), prometheus_url="http://127.0.0.1:9", enable_write_tools=True,
-                                enable_bash=True)
+    registry = default_registry(
+        k8s.ApiClient(), prometheus_url="http://127.0.0.1:9", enable_write_tools=True, enable_bash=True
+    )
     names = {tool.name for toolset in registry.toolsets for tool in toolset.tools}
     assert names and names <= BUILTIN_TOOL_NAMES, sorted(names - BUILTIN_TOOL_NAMES)

@@ -24,24 +24,57 @@ def _leaks(text: str) -> list[str]:
 @pytest.fixture
 def secret_world(api_client, namespace, make_pod):
     core = k8s.CoreV1Api(api_client)
-    manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-creds", "namespace": namespace},
-                "type": "Opaque", "data": {"password": B64}, "stringData": {"dsn": f"postgres://app:{VALUE}@db/shop"}}
-    core.create_namespaced_secret(namespace, k8s.V1Secret(
-        metadata=k8s.V1ObjectMeta(name="db-creds", labels={"app": "shop"}, annotations={
-            # what `kubectl apply` leaves behind: the whole manifest, values included
-            "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest)}),
-        type="Opaque", data={"password": B64}, string_data={"dsn": f"postgres://app:{VALUE}@db/shop"},
-    ))
-    core.create_namespaced_config_map(namespace, k8s.V1ConfigMap(
-        metadata=k8s.V1ObjectMeta(name="app-config"),
-        data={"app.properties": f"db.user=app\ndb.password={VALUE}\n"},
-    ))
-    make_pod(namespace, "shop-api", containers=[k8s.V1Container(
-        name="app", image="example.com/shop:1", args=[f"--db-password={VALUE}"],
-        env=[k8s.V1EnvVar(name="DB_PASSWORD", value=INLINE),
-             k8s.V1EnvVar(name="DB_PASSWORD_REF", value_from=k8s.V1EnvVarSource(
-                 secret_key_ref=k8s.V1SecretKeySelector(name="db-creds", key="password")))],
-    )])
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db-creds", "namespace": namespace},
+        "type": "Opaque",
+        "data": {"password": B64},
+        "stringData": {"dsn": f"postgres://app:{VALUE}@db/shop"},
+    }
+    core.create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(
+                name="db-creds",
+                labels={"app": "shop"},
+                annotations={
+                    # what `kubectl apply` leaves behind: the whole manifest, values included
+                    "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest)
+                },
+            ),
+            type="Opaque",
+            data={"password": B64},
+            string_data={"dsn": f"postgres://app:{VALUE}@db/shop"},
+        ),
+    )
+    core.create_namespaced_config_map(
+        namespace,
+        k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(name="app-config"),
+            data={"app.properties": f"db.user=app\ndb.password={VALUE}\n"},
+        ),
+    )
+    make_pod(
+        namespace,
+        "shop-api",
+        containers=[
+            k8s.V1Container(
+                name="app",
+                image="example.com/shop:1",
+                args=[f"--db-password={VALUE}"],
+                env=[
+                    k8s.V1EnvVar(name="DB_PASSWORD", value=INLINE),
+                    k8s.V1EnvVar(
+                        name="DB_PASSWORD_REF",
+                        value_from=k8s.V1EnvVarSource(
+                            secret_key_ref=k8s.V1SecretKeySelector(name="db-creds", key="password")
+                        ),
+                    ),
+                ],
+            )
+        ],
+    )
     return namespace
 
 
@@ -56,8 +89,11 @@ def _rot13(text: str, lower_only: bool = False) -> str:
 def _leaks_transformed(text: str) -> list[str]:
     """The values as they are, reversed (`rev`) or rotated (`tr a-z n-za-m`, issue 29: the
     detector must see what the transforms of the calls below would make of them)."""
-    return [v for v in (VALUE, B64, INLINE, B64[:16])
-            if any(form in text for form in (v, v[::-1], _rot13(v), _rot13(v, lower_only=True)))]
+    return [
+        v
+        for v in (VALUE, B64, INLINE, B64[:16])
+        if any(form in text for form in (v, v[::-1], _rot13(v), _rot13(v, lower_only=True)))
+    ]
 
 
 def test_the_detector_sees_every_transform_the_calls_use() -> None:
@@ -69,8 +105,10 @@ def test_the_detector_sees_every_transform_the_calls_use() -> None:
 async def test_no_tool_output_contains_the_secret(api_client, cluster, secret_world) -> None:
     ns = secret_world
     kubectl = binary_path("kubectl")
-    registry = default_registry(api_client, bash_env={"KUBECONFIG": str(cluster.kubeconfig),
-                                                      "PATH": f"{kubectl.parent}:{os.environ.get('PATH', '')}"})
+    registry = default_registry(
+        api_client,
+        bash_env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{kubectl.parent}:{os.environ.get('PATH', '')}"},
+    )
     tool = registry.get
     # (tool, params, expected): "ok" must succeed, "refused" must be refused before running
     calls = [
@@ -91,8 +129,16 @@ async def test_no_tool_output_contains_the_secret(api_client, cluster, secret_wo
         ("bash", {"command": f"kubectl get secrets -n {ns} -o name"}, "ok"),
         ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml"}, "ok"),
         ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml | rev"}, "ok"),
-        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o json | jq -r '.spec.containers[].env[].value'"}, "ok"),
-        ("bash", {"command": f"kubectl get pod shop-api -n {ns} -o yaml | grep -A1 'name: DB_PASSWORD$' | tail -n 1"}, "ok"),
+        (
+            "bash",
+            {"command": f"kubectl get pod shop-api -n {ns} -o json | jq -r '.spec.containers[].env[].value'"},
+            "ok",
+        ),
+        (
+            "bash",
+            {"command": f"kubectl get pod shop-api -n {ns} -o yaml | grep -A1 'name: DB_PASSWORD$' | tail -n 1"},
+            "ok",
+        ),
         ("bash", {"command": f"kubectl describe pod shop-api -n {ns}"}, "ok"),
         ("bash", {"command": f"kubectl get cm app-config -n {ns} -o json"}, "ok"),
         ("bash", {"command": f"kubectl get cm app-config -n {ns} -o json | tr a-z n-za-m"}, "ok"),
@@ -102,7 +148,11 @@ async def test_no_tool_output_contains_the_secret(api_client, cluster, secret_wo
         ("bash", {"command": f"kubectl get secrets -n {ns} -oyaml"}, "refused"),
         ("bash", {"command": f"kubectl get secrets -n {ns} -Ao yaml"}, "refused"),
         ("bash", {"command": f"kubectl get secrets -n {ns} -o name --output yaml"}, "refused"),
-        ("bash", {"command": f"kubectl get secret db-creds -n {ns} -o go-template='{{{{.data.password}}}}'"}, "refused"),
+        (
+            "bash",
+            {"command": f"kubectl get secret db-creds -n {ns} -o go-template='{{{{.data.password}}}}'"},
+            "refused",
+        ),
         ("bash", {"command": f"kubectl get sec -n {ns} -o json"}, "refused"),
         ("bash", {"command": f"kubectl get secret.v1. db-creds -n {ns} -o json"}, "refused"),
         ("bash", {"command": f"kubectl get all,secrets -n {ns} -o yaml"}, "refused"),

@@ -62,14 +62,27 @@ def operator_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster) -
     return {"models": models, "token": token, "admin": Path(cluster.kubeconfig)}
 
 
-def _can(api_client, user: str, verb: str, resource: str, *, namespace: str | None = None,
-         group: str = "", subresource: str | None = None) -> bool:
-    review = k8s.AuthorizationV1Api(api_client).create_subject_access_review(k8s.V1SubjectAccessReview(
-        spec=k8s.V1SubjectAccessReviewSpec(
-            user=user, groups=["system:serviceaccounts", "system:authenticated"],
-            resource_attributes=k8s.V1ResourceAttributes(
-                verb=verb, resource=resource, group=group, namespace=namespace, subresource=subresource),
-        )))
+def _can(
+    api_client,
+    user: str,
+    verb: str,
+    resource: str,
+    *,
+    namespace: str | None = None,
+    group: str = "",
+    subresource: str | None = None,
+) -> bool:
+    review = k8s.AuthorizationV1Api(api_client).create_subject_access_review(
+        k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(
+                user=user,
+                groups=["system:serviceaccounts", "system:authenticated"],
+                resource_attributes=k8s.V1ResourceAttributes(
+                    verb=verb, resource=resource, group=group, namespace=namespace, subresource=subresource
+                ),
+            )
+        )
+    )
     return bool(review.status.allowed)
 
 
@@ -82,9 +95,13 @@ def test_the_tools_identity_reads_and_can_do_nothing_else(api_client, identity, 
         for verb in ("get", "list", "watch"):
             assert not _can(api_client, user, verb, "secrets", namespace=ns)
         for verb in ("create", "update", "patch", "delete", "deletecollection"):
-            for resource, group in (("pods", ""), ("configmaps", ""), ("deployments", "apps"),
-                                    ("investigations", "lestrade.dev"), ("clusterrolebindings",
-                                                                         "rbac.authorization.k8s.io")):
+            for resource, group in (
+                ("pods", ""),
+                ("configmaps", ""),
+                ("deployments", "apps"),
+                ("investigations", "lestrade.dev"),
+                ("clusterrolebindings", "rbac.authorization.k8s.io"),
+            ):
                 assert not _can(api_client, user, verb, resource, namespace=ns, group=group), (verb, resource)
         assert not _can(api_client, user, "create", "pods", namespace=ns, subresource="exec")
         assert not _can(api_client, user, "create", "serviceaccounts", namespace=ns, subresource="token")
@@ -93,8 +110,7 @@ def test_the_tools_identity_reads_and_can_do_nothing_else(api_client, identity, 
 
 
 def test_the_tools_client_is_the_tools_identity(identity, namespace) -> None:
-    review = k8s.AuthenticationV1Api(identity.api_client).create_self_subject_review(
-        k8s.V1SelfSubjectReview())
+    review = k8s.AuthenticationV1Api(identity.api_client).create_self_subject_review(k8s.V1SelfSubjectReview())
     assert review.status.user_info.username == identity.username
     core = k8s.CoreV1Api(identity.api_client)
     assert core.list_namespaced_pod(namespace).items == []
@@ -111,7 +127,8 @@ async def test_the_operators_tool_factory_gives_the_tools_that_identity(
     bash = registry.get("bash")
     out = await bash.run({"command": "kubectl auth whoami -o json"})
     assert json.loads(out.text())["status"]["userInfo"]["username"] == (
-        f"system:serviceaccount:{namespace}:lestrade-tools")
+        f"system:serviceaccount:{namespace}:lestrade-tools"
+    )
     out = await registry.get("kubectl_get_by_kind_in_namespace").run({"kind": "pods", "namespace": namespace})
     assert out.status in ("success", "no_data"), out.text()
 
@@ -132,9 +149,16 @@ async def test_a_tool_process_cannot_read_the_operators_credentials(
     assert env["HOME"] == str(identity.workdir)
 
     admin_text = operator_secrets["admin"].read_text()
-    for path in (operator_secrets["admin"], operator_secrets["models"], operator_secrets["token"],
-                 f"/proc/{os.getpid()}/environ", f"/proc/{os.getppid()}/environ", "/proc/self/environ",
-                 f"/proc/{os.getpid()}/cmdline", "/var/run/secrets/kubernetes.io/serviceaccount/token"):
+    for path in (
+        operator_secrets["admin"],
+        operator_secrets["models"],
+        operator_secrets["token"],
+        f"/proc/{os.getpid()}/environ",
+        f"/proc/{os.getppid()}/environ",
+        "/proc/self/environ",
+        f"/proc/{os.getpid()}/cmdline",
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    ):
         out = await run(f"cat {path}")
         assert MODEL_KEY not in out and OPERATOR_TOKEN not in out and admin_text not in out
         assert "Permission denied" in out or "No such file" in out, (path, out)
@@ -174,8 +198,11 @@ async def test_a_tool_process_reaches_no_server_but_the_api_server(identity, ope
     runner = confined_runner(kubeconfig=identity.kubeconfig, cwd=str(identity.workdir), timeout=30)
     assert runner is not None
     try:
-        out = (await runner.run(parse_command(
-            f"kubectl --server=https://127.0.0.1:{port} --insecure-skip-tls-verify get pods"))).output
+        out = (
+            await runner.run(
+                parse_command(f"kubectl --server=https://127.0.0.1:{port} --insecure-skip-tls-verify get pods")
+            )
+        ).output
         assert "connect: permission denied" in out.lower(), out
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody connected

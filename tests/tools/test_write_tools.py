@@ -16,11 +16,13 @@ def _deployment(name: str) -> k8s.V1Deployment:
     return k8s.V1Deployment(
         metadata=k8s.V1ObjectMeta(name=name),
         spec=k8s.V1DeploymentSpec(
-            replicas=1, selector=k8s.V1LabelSelector(match_labels=labels),
+            replicas=1,
+            selector=k8s.V1LabelSelector(match_labels=labels),
             template=k8s.V1PodTemplateSpec(
                 metadata=k8s.V1ObjectMeta(labels=labels),
-                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="app", image="example.com/app:1.0")],
-                                   tolerations=TOLERATE_KWOK),
+                spec=k8s.V1PodSpec(
+                    containers=[k8s.V1Container(name="app", image="example.com/app:1.0")], tolerations=TOLERATE_KWOK
+                ),
             ),
         ),
     )
@@ -37,7 +39,11 @@ async def test_write_tools_need_approval_and_act(api_client, namespace, make_pod
     tools = {t.name: t for t in write_toolset(api_client, enabled=True).tools}
     apps, core = k8s.AppsV1Api(api_client), k8s.CoreV1Api(api_client)
     apps.create_namespaced_deployment(namespace, _deployment("web"))
-    wait_until("deployment has a pod", lambda: len(core.list_namespaced_pod(namespace, label_selector="app=web").items) == 1, 60)
+    wait_until(
+        "deployment has a pod",
+        lambda: len(core.list_namespaced_pod(namespace, label_selector="app=web").items) == 1,
+        60,
+    )
 
     scale = {"kind": "deployment", "name": "web", "namespace": namespace, "replicas": 3}
     assert tools["kubectl_scale"].needs_approval(scale)
@@ -51,8 +57,9 @@ async def test_write_tools_need_approval_and_act(api_client, namespace, make_pod
     assert out.status == "success", out.text()
     annotations = apps.read_namespaced_deployment("web", namespace).spec.template.metadata.annotations
     assert RESTARTED_AT in annotations
-    wait_until("a second ReplicaSet from the restart",
-               lambda: len(apps.list_namespaced_replica_set(namespace).items) == 2, 60)
+    wait_until(
+        "a second ReplicaSet from the restart", lambda: len(apps.list_namespaced_replica_set(namespace).items) == 2, 60
+    )
 
     make_pod(namespace, "doomed")
     delete = {"name": "doomed", "namespace": namespace}

@@ -23,19 +23,29 @@ from lestrade.triggers.naming import window_index
 
 
 def route(matchers: list[dict], **template: object) -> AlertRoute:
-    return AlertRoute.model_validate({
-        "metadata": {"name": "crash", "namespace": "shop"},
-        "spec": {"matchers": matchers, "alertNamespace": "Any", "investigation": {"title": "{{ labels.alertname }}", **template}},
-    })
+    return AlertRoute.model_validate(
+        {
+            "metadata": {"name": "crash", "namespace": "shop"},
+            "spec": {
+                "matchers": matchers,
+                "alertNamespace": "Any",
+                "investigation": {"title": "{{ labels.alertname }}", **template},
+            },
+        }
+    )
 
 
 def test_matchers_follow_alertmanager_semantics() -> None:
-    compiled = compile_route(route([
-        {"name": "alertname", "operator": "=~", "value": "Kube.*Loop.*"},
-        {"name": "severity", "operator": "!=", "value": "info"},
-        {"name": "team", "operator": "!~", "value": "db|storage"},
-        {"name": "namespace", "value": "shop"},
-    ]))
+    compiled = compile_route(
+        route(
+            [
+                {"name": "alertname", "operator": "=~", "value": "Kube.*Loop.*"},
+                {"name": "severity", "operator": "!=", "value": "info"},
+                {"name": "team", "operator": "!~", "value": "db|storage"},
+                {"name": "namespace", "value": "shop"},
+            ]
+        )
+    )
     base = {"alertname": "KubePodCrashLooping", "severity": "warning", "namespace": "shop"}
     assert compiled.matches(base)
     assert not compiled.matches({**base, "severity": "info"})
@@ -50,10 +60,12 @@ def test_matchers_follow_alertmanager_semantics() -> None:
 
 
 def test_own_namespace_routes_see_only_their_namespace() -> None:
-    own = AlertRoute.model_validate({
-        "metadata": {"name": "crash", "namespace": "shop"},
-        "spec": {"investigation": {"title": "t"}},
-    })
+    own = AlertRoute.model_validate(
+        {
+            "metadata": {"name": "crash", "namespace": "shop"},
+            "spec": {"investigation": {"title": "t"}},
+        }
+    )
     compiled = compile_route(own)
     assert compiled.matches({"namespace": "shop"})
     assert not compiled.matches({"namespace": "bank"})
@@ -71,27 +83,38 @@ def test_bad_regex_names_the_field() -> None:
         compile_route(route([{"name": "a", "value": "x"}, {"name": "b", "operator": "=~", "value": "(unclosed"}]))
 
 
-@pytest.mark.parametrize("text", [
-    "{% for x in labels %}{{ x }}{% endfor %}",
-    "{{ labels.__class__.__mro__ }}",
-    "{{ labels.pod.__class__ }}",
-    "{{ cycler.__init__.__globals__ }}",
-    "{{ labels.items() }}",
-    "{{ 7*7 }}",
-    "{{ labels.pod ",
-    "{# hidden #}",
-    "{{ labels.pod | attr('x') }}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{% for x in labels %}{{ x }}{% endfor %}",
+        "{{ labels.__class__.__mro__ }}",
+        "{{ labels.pod.__class__ }}",
+        "{{ cycler.__init__.__globals__ }}",
+        "{{ labels.items() }}",
+        "{{ 7*7 }}",
+        "{{ labels.pod ",
+        "{# hidden #}",
+        "{{ labels.pod | attr('x') }}",
+    ],
+)
 def test_templates_outside_the_grammar_are_refused(text: str) -> None:
     with pytest.raises(TemplateError):
         check_template(text)
 
 
 def test_templates_render_the_alert_and_not_its_values_as_templates() -> None:
-    values = {"labels": {"pod": "web-1", "evil": "{{ 7*7 }}", "app.kubernetes.io/name": "shop"},
-              "annotations": {}, "status": "firing", "fingerprint": "ab", "startsAt": "", "route": "r"}
-    text = ('{{ labels.pod | upper }} {{ labels.evil }} {{ labels["app.kubernetes.io/name"] }} '
-            '{{ annotations.summary | default("no summary") }} {{ labels.missing }}|')
+    values = {
+        "labels": {"pod": "web-1", "evil": "{{ 7*7 }}", "app.kubernetes.io/name": "shop"},
+        "annotations": {},
+        "status": "firing",
+        "fingerprint": "ab",
+        "startsAt": "",
+        "route": "r",
+    }
+    text = (
+        '{{ labels.pod | upper }} {{ labels.evil }} {{ labels["app.kubernetes.io/name"] }} '
+        '{{ annotations.summary | default("no summary") }} {{ labels.missing }}|'
+    )
     assert render_template(text, values, 1000) == "WEB-1 {{ 7*7 }} shop no summary |"
     assert len(render_template("{{ labels.pod }}", {"labels": {"pod": "x" * 5000}}, 100)) == 100
 
@@ -119,11 +142,21 @@ def test_names_are_deterministic_per_window() -> None:
 
 
 def test_manifest_carries_the_alert_and_the_route() -> None:
-    r = route([], description="{{ annotations.description }}", question="Why {{ labels.pod }}?",
-              enableToolApproval=False, ttlSecondsAfterFinished=600, maxTokens=50000, maxCost=0.5)
-    alert = Alert(labels={"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "web-1"},
-                  annotations={"description": "crash looping"}, given_fingerprint="abc123",
-                  starts_at=datetime(2026, 1, 1, tzinfo=UTC))
+    r = route(
+        [],
+        description="{{ annotations.description }}",
+        question="Why {{ labels.pod }}?",
+        enableToolApproval=False,
+        ttlSecondsAfterFinished=600,
+        maxTokens=50000,
+        maxCost=0.5,
+    )
+    alert = Alert(
+        labels={"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "web-1"},
+        annotations={"description": "crash looping"},
+        given_fingerprint="abc123",
+        starts_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     body = investigation_manifest(r, "crash-x", alert)
     assert body["metadata"]["labels"]["lestrade.dev/alert-route"] == "crash"
     assert body["metadata"]["labels"]["lestrade.dev/alert-fingerprint"] == "abc123"

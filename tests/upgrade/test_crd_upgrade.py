@@ -30,8 +30,12 @@ VERSION = "v1alpha1"
 
 
 def example(kind: str) -> dict[str, Any]:
-    docs = [d for f in ("crashloop.yaml", "conversation.yaml")
-            for d in yaml.safe_load_all((REPO / "examples" / f).read_text()) if d]
+    docs = [
+        d
+        for f in ("crashloop.yaml", "conversation.yaml")
+        for d in yaml.safe_load_all((REPO / "examples" / f).read_text())
+        if d
+    ]
     return next(d for d in docs if d["kind"] == kind)
 
 
@@ -76,10 +80,16 @@ class Crd:
             self.ext.create_custom_resource_definition(crd)
         else:
             self.ext.replace_custom_resource_definition(
-                name, {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}})
-        wait_until(f"{name} Established", lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in (self.ext.read_custom_resource_definition(name).status.conditions or [])), 60)
+                name, {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
+            )
+        wait_until(
+            f"{name} Established",
+            lambda: any(
+                c.type == "Established" and c.status == "True"
+                for c in (self.ext.read_custom_resource_definition(name).status.conditions or [])
+            ),
+            60,
+        )
 
     def create(self, namespace: str, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         obj = {**copy.deepcopy(obj), "apiVersion": f"{self.group}/{VERSION}"}
@@ -90,10 +100,18 @@ class Crd:
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return self.custom.get_namespaced_custom_object(self.group, VERSION, namespace, self.plural, name)
 
-    def patch(self, namespace: str, name: str, body: Any, *, status: bool = False,
-              content_type: str = "application/merge-patch+json") -> dict[str, Any]:
-        call = (self.custom.patch_namespaced_custom_object_status if status
-                else self.custom.patch_namespaced_custom_object)
+    def patch(
+        self,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        status: bool = False,
+        content_type: str = "application/merge-patch+json",
+    ) -> dict[str, Any]:
+        call = (
+            self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
+        )
         return call(self.group, VERSION, namespace, self.plural, name, body, _content_type=content_type)
 
     def delete(self) -> None:
@@ -119,15 +137,19 @@ def stored(api_client: k8s.ApiClient, namespace: str) -> Iterator[dict[str, tupl
             crd.delete()
 
 
-def test_a_new_optional_field_keeps_old_objects_valid(stored: dict[str, tuple[Crd, dict[str, Any]]],
-                                                      namespace: str) -> None:
+def test_a_new_optional_field_keeps_old_objects_valid(
+    stored: dict[str, tuple[Crd, dict[str, Any]]], namespace: str
+) -> None:
     for kind, (crd, old) in stored.items():
         name = old["metadata"]["name"]
         crd.apply(with_new_fields(crd.crd))
         # The new schema is in effect once a new field survives pruning in a dry-run create.
         probe = {"metadata": {"name": "probe"}, "kind": kind, "spec": {**old["spec"], "escalationPolicy": "page"}}
-        wait_until("the new schema", lambda: crd.create(namespace, probe, dry_run=True)["spec"].get(
-            "escalationPolicy") == "page", 30)
+        wait_until(
+            "the new schema",
+            lambda: crd.create(namespace, probe, dry_run=True)["spec"].get("escalationPolicy") == "page",
+            30,
+        )
 
         read = crd.get(namespace, name)
         assert read["spec"]["escalationPolicy"] == "none", kind  # the default, applied on read
@@ -139,8 +161,12 @@ def test_a_new_optional_field_keeps_old_objects_valid(stored: dict[str, tuple[Cr
         # Old objects stay writable: metadata, status (old and new fields), and spec.
         crd.patch(namespace, name, {"metadata": {"labels": {"upgraded": "yes"}}})
         if kind == "Conversation":  # append a turn: the CEL transition rule still judges old turns
-            crd.patch(namespace, name, [{"op": "add", "path": "/spec/turns/-", "value": {"ask": "And now?"}}],
-                      content_type="application/json-patch+json")
+            crd.patch(
+                namespace,
+                name,
+                [{"op": "add", "path": "/spec/turns/-", "value": {"ask": "And now?"}}],
+                content_type="application/json-patch+json",
+            )
             assert [t["ask"] for t in crd.get(namespace, name)["spec"]["turns"]][-1] == "And now?"
         else:  # a decision is still accepted; the CEL rule still freezes the rest of the spec
             crd.patch(namespace, name, {"spec": {"decisions": {"call-1": {"approved": True}}}})
@@ -148,16 +174,19 @@ def test_a_new_optional_field_keeps_old_objects_valid(stored: dict[str, tuple[Cr
             with pytest.raises(k8s.ApiException) as refused:
                 crd.patch(namespace, name, {"spec": {"description": "edited after the upgrade"}})
             assert refused.value.status == 422 and "spec is immutable once the investigation is Running" in str(
-                refused.value.body)
+                refused.value.body
+            )
         final = "Answered" if kind == "Conversation" else "Succeeded"
-        status = crd.patch(namespace, name, {"status": {"phase": final,
-                                                        "escalatedAt": "2026-01-01T00:00:00Z"}}, status=True)
+        status = crd.patch(
+            namespace, name, {"status": {"phase": final, "escalatedAt": "2026-01-01T00:00:00Z"}}, status=True
+        )
         assert status["status"]["escalatedAt"] == "2026-01-01T00:00:00Z"
         assert crd.get(namespace, name)["metadata"]["labels"] == {"upgraded": "yes"}
 
 
-def test_a_new_required_field_would_break_old_objects(stored: dict[str, tuple[Crd, dict[str, Any]]],
-                                                      namespace: str) -> None:
+def test_a_new_required_field_would_break_old_objects(
+    stored: dict[str, tuple[Crd, dict[str, Any]]], namespace: str
+) -> None:
     crd, old = stored["Investigation"]
     name = old["metadata"]["name"]
     crd.apply(with_new_fields(crd.crd, required=True))

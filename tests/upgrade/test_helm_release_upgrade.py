@@ -29,8 +29,12 @@ pytestmark = pytest.mark.binaries("helm")
 
 def helm(cluster: Any, *args: str) -> str:
     ensure_binaries(["helm"], quiet=True)
-    proc = subprocess.run([str(binary_path("helm")), f"--kubeconfig={cluster.kubeconfig}", *args],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [str(binary_path("helm")), f"--kubeconfig={cluster.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -45,8 +49,9 @@ def next_version(tmp_path: Path) -> Path:
     return chart
 
 
-def test_helm_upgrade_and_rollback_on_the_apiserver(cluster: Any, api_client: k8s.ApiClient, crds: None,
-                                                    namespace: str, tmp_path: Path) -> None:
+def test_helm_upgrade_and_rollback_on_the_apiserver(
+    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, tmp_path: Path
+) -> None:
     release = f"hu-{uuid.uuid4().hex[:5]}"
     singletons_off = ["--set", "admissionPolicy.enabled=false", "--set", "peering.enabled=false"]
     helm(cluster, "install", release, str(CHART), "-n", namespace, *singletons_off)
@@ -54,8 +59,19 @@ def test_helm_upgrade_and_rollback_on_the_apiserver(cluster: Any, api_client: k8
     name = f"{release}-lestrade"
     before = apps.read_namespaced_deployment(name, namespace)
     try:
-        helm(cluster, "upgrade", release, str(next_version(tmp_path)), "-n", namespace, *singletons_off,
-             "--set", "operator.concurrency=4", "--set", "modelList.fast.model=openai/gpt-4.1")
+        helm(
+            cluster,
+            "upgrade",
+            release,
+            str(next_version(tmp_path)),
+            "-n",
+            namespace,
+            *singletons_off,
+            "--set",
+            "operator.concurrency=4",
+            "--set",
+            "modelList.fast.model=openai/gpt-4.1",
+        )
         after = apps.read_namespaced_deployment(name, namespace)
         assert after.spec.selector.match_labels == before.spec.selector.match_labels
         assert after.metadata.labels["helm.sh/chart"].endswith(".1")  # the next version's
@@ -70,6 +86,7 @@ def test_helm_upgrade_and_rollback_on_the_apiserver(cluster: Any, api_client: k8
         back = apps.read_namespaced_deployment(name, namespace)
         assert "demo-model" in {c.name for c in back.spec.template.spec.containers}
         assert {e.name: e.value for e in back.spec.template.spec.containers[0].env}[
-            "LESTRADE_MAX_CONCURRENT_RUNS"] == "10"
+            "LESTRADE_MAX_CONCURRENT_RUNS"
+        ] == "10"
     finally:
         helm(cluster, "uninstall", release, "-n", namespace, "--wait=false")

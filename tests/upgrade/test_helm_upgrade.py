@@ -25,34 +25,61 @@ pytestmark = pytest.mark.binaries("helm")
 
 def steps_requested(model_server: Any, scenario: str) -> Counter[int]:
     """How many times the model was asked for each step (step = assistant messages so far)."""
-    return Counter(sum(1 for m in body["messages"] if m.get("role") == "assistant")
-                   for body in model_server.requests(scenario))
+    return Counter(
+        sum(1 for m in body["messages"] if m.get("role") == "assistant") for body in model_server.requests(scenario)
+    )
 
 
 def status_of(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    obj = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, "v1alpha1", namespace,
-                                                                        "investigations", name)
+    obj = k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        GROUP, "v1alpha1", namespace, "investigations", name
+    )
     return obj.get("status") or {}
 
 
 def test_helm_upgrade_mid_run_finishes_every_run_exactly_once(
-    cluster: Any, api_client: k8s.ApiClient, crds: None, namespace: str, model_server: Any,
-    scenario_name: str, tmp_path: Path,
+    cluster: Any,
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+    model_server: Any,
+    scenario_name: str,
+    tmp_path: Path,
 ) -> None:
     apps, custom = k8s.AppsV1Api(api_client), k8s.CustomObjectsApi(api_client)
     labels = {"app": "web"}
-    apps.create_namespaced_deployment(namespace, k8s.V1Deployment(
-        metadata=k8s.V1ObjectMeta(name="web"),
-        spec=k8s.V1DeploymentSpec(replicas=1, selector=k8s.V1LabelSelector(match_labels=labels),
-                                  template=k8s.V1PodTemplateSpec(
-                                      metadata=k8s.V1ObjectMeta(labels=labels),
-                                      spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="web", image="web:1")])))))
+    apps.create_namespaced_deployment(
+        namespace,
+        k8s.V1Deployment(
+            metadata=k8s.V1ObjectMeta(name="web"),
+            spec=k8s.V1DeploymentSpec(
+                replicas=1,
+                selector=k8s.V1LabelSelector(match_labels=labels),
+                template=k8s.V1PodTemplateSpec(
+                    metadata=k8s.V1ObjectMeta(labels=labels),
+                    spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="web", image="web:1")]),
+                ),
+            ),
+        ),
+    )
     approving, thinking = f"{scenario_name}-a", f"{scenario_name}-t"
-    model_server.add_scenario(Scenario(name=approving, steps=[
-        Step(tool_calls=[ToolCall(id="restart-1", name="kubectl_rollout_restart",
-                                  arguments={"kind": "deployment", "namespace": namespace, "name": "web"})]),
-        Step(content="Restarted web."),
-    ]))
+    model_server.add_scenario(
+        Scenario(
+            name=approving,
+            steps=[
+                Step(
+                    tool_calls=[
+                        ToolCall(
+                            id="restart-1",
+                            name="kubectl_rollout_restart",
+                            arguments={"kind": "deployment", "namespace": namespace, "name": "web"},
+                        )
+                    ]
+                ),
+                Step(content="Restarted web."),
+            ],
+        )
+    )
     slow = Scenario(name=thinking, steps=[Step(content="All quiet.", latency_ms=120_000)])
     model_server.add_scenario(slow)
     values = {
@@ -64,12 +91,27 @@ def test_helm_upgrade_mid_run_finishes_every_run_exactly_once(
     release = LocalRelease(cluster, "upg", namespace, tmp_path, values, runner=image_runner()).install()
     try:
         for name, model in (("restart-web", approving), ("look-around", thinking)):
-            custom.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "investigations", {
-                "apiVersion": f"{GROUP}/v1alpha1", "kind": "Investigation",
-                "metadata": {"name": name}, "spec": {"title": f"{name} please", "model": model}})
-        wait_until("the restart to await approval", lambda: [
-            p["toolCallId"] for p in status_of(api_client, namespace, "restart-web").get("pendingApprovals", [])
-        ] == ["restart-1"], 90, watch=list(release.pod.processes.values()))
+            custom.create_namespaced_custom_object(
+                GROUP,
+                "v1alpha1",
+                namespace,
+                "investigations",
+                {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "Investigation",
+                    "metadata": {"name": name},
+                    "spec": {"title": f"{name} please", "model": model},
+                },
+            )
+        wait_until(
+            "the restart to await approval",
+            lambda: (
+                [p["toolCallId"] for p in status_of(api_client, namespace, "restart-web").get("pendingApprovals", [])]
+                == ["restart-1"]
+            ),
+            90,
+            watch=list(release.pod.processes.values()),
+        )
         wait_until("the slow model call", lambda: steps_requested(model_server, thinking)[0] == 1, 90)
 
         old = release.pod
@@ -82,11 +124,21 @@ def test_helm_upgrade_mid_run_finishes_every_run_exactly_once(
         # The model answers at once now: the new operator must ask again for the turn whose
         # answer never came, and never for a turn already in the transcript.
         model_server.add_scenario(Scenario(name=thinking, steps=[Step(content="All quiet.")]))
-        custom.patch_namespaced_custom_object(GROUP, "v1alpha1", namespace, "investigations", "restart-web",
-                                              {"spec": {"decisions": {"restart-1": {"approved": True}}}})
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            "v1alpha1",
+            namespace,
+            "investigations",
+            "restart-web",
+            {"spec": {"decisions": {"restart-1": {"approved": True}}}},
+        )
         for name in ("restart-web", "look-around"):
-            wait_until(f"{name} to settle", lambda n=name: status_of(api_client, namespace, n).get("phase")
-                       in ("Succeeded", "Failed"), 120, watch=list(release.pod.processes.values()))
+            wait_until(
+                f"{name} to settle",
+                lambda n=name: status_of(api_client, namespace, n).get("phase") in ("Succeeded", "Failed"),
+                120,
+                watch=list(release.pod.processes.values()),
+            )
     finally:
         release.uninstall()
     restarted = status_of(api_client, namespace, "restart-web")

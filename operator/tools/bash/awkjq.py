@@ -19,8 +19,9 @@ __all__ = ["awk_program_reason", "jq_program_reason"]
 # `system`, `getline` (reads files and command output), ENVIRON/PROCINFO/SYMTAB/FUNCTAB (the
 # environment; SYMTAB["ENVIRON"] reaches it too), ARGV/ARGC (a BEGIN block can add file
 # operands), `close`/`fflush` (of pipes and files).
-_AWK_FORBIDDEN = frozenset({"system", "getline", "ENVIRON", "PROCINFO", "SYMTAB", "FUNCTAB", "ARGV", "ARGC",
-                            "close", "fflush"})
+_AWK_FORBIDDEN = frozenset(
+    {"system", "getline", "ENVIRON", "PROCINFO", "SYMTAB", "FUNCTAB", "ARGV", "ARGC", "close", "fflush"}
+)
 _AWK_TOKEN = re.compile(
     r"(?P<ws>[ \t\r]+|\\\n)|(?P<nl>\n)|(?P<comment>#[^\n]*)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
@@ -106,8 +107,20 @@ def awk_program_reason(program: str) -> str | None:
 
 # --- jq ------------------------------------------------------------------------------------------
 
-_JQ_FORBIDDEN_NAMES = frozenset({"env", "input_filename", "import", "include", "modulemeta", "get_search_list",
-                                 "get_prog_origin", "get_jq_origin", "input_line_number", "splits_file"})
+_JQ_FORBIDDEN_NAMES = frozenset(
+    {
+        "env",
+        "input_filename",
+        "import",
+        "include",
+        "modulemeta",
+        "get_search_list",
+        "get_prog_origin",
+        "get_jq_origin",
+        "input_line_number",
+        "splits_file",
+    }
+)
 _JQ_FORBIDDEN_VARS = frozenset({"ENV", "__loc__", "__prog_args", "__prog_name"})
 _JQ_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 

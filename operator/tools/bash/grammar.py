@@ -70,8 +70,15 @@ class Grammar:
     options_end_at_operand: bool = False
 
 
-def grammar(program: str, options: Iterable[tuple[str, Opt]], operands: OperandCheck | None = None, *,
-            style: str = "gnu", numeric_option: Opt | None = None, options_end_at_operand: bool = False) -> Grammar:
+def grammar(
+    program: str,
+    options: Iterable[tuple[str, Opt]],
+    operands: OperandCheck | None = None,
+    *,
+    style: str = "gnu",
+    numeric_option: Opt | None = None,
+    options_end_at_operand: bool = False,
+) -> Grammar:
     """Build a grammar from ("-n --lines", Opt(...)) pairs: every spelling listed maps to the option."""
     short: dict[str, Opt] = {}
     long: dict[str, Opt] = {}
@@ -81,7 +88,9 @@ def grammar(program: str, options: Iterable[tuple[str, Opt]], operands: OperandC
                 long[spelling] = opt
             else:
                 short[spelling[1:]] = opt
-    return Grammar(program, short, long, operands or no_operands(program), style, numeric_option, options_end_at_operand)
+    return Grammar(
+        program, short, long, operands or no_operands(program), style, numeric_option, options_end_at_operand
+    )
 
 
 def _check(g: Grammar, spelling: str, opt: Opt, value: str | None) -> None:

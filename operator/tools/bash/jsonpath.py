@@ -270,7 +270,7 @@ def _filter(expr: str) -> tuple[Any, ...]:
         return ("filter", _operand(expr), None, None)
     if m.group(1) == "=~":
         raise JsonPathError("regular expressions in filters are not supported")
-    return ("filter", _operand(expr[: m.start()].strip()), m.group(1), _operand(expr[m.end():].strip()))
+    return ("filter", _operand(expr[: m.start()].strip()), m.group(1), _operand(expr[m.end() :].strip()))
 
 
 def _operand(text: str) -> tuple[str, Any]:

@@ -28,18 +28,54 @@ from lestrade.operator.tools.bash.kubectl_output import format_refusal
 
 __all__ = ["kubectl_forbidden", "kubectl_read_only"]
 
-_IDENTITY_FLAGS = ("--kubeconfig", "--server", "--token", "--as", "--context", "--cluster", "--user",
-                   "--username", "--password", "--certificate-authority", "--client-certificate", "--client-key",
-                   "--tls-server-name", "--insecure", "--cache-dir", "--profile", "--kuberc", "--kube")
+_IDENTITY_FLAGS = (
+    "--kubeconfig",
+    "--server",
+    "--token",
+    "--as",
+    "--context",
+    "--cluster",
+    "--user",
+    "--username",
+    "--password",
+    "--certificate-authority",
+    "--client-certificate",
+    "--client-key",
+    "--tls-server-name",
+    "--insecure",
+    "--cache-dir",
+    "--profile",
+    "--kuberc",
+    "--kube",
+)
 # Short switches of kubectl; any other letter takes a value, which ends the cluster
 # (`-nsecret` is a namespace), or kubectl rejects it.
 _BOOL_LETTERS = set("AwpRhqit")
 _SAFE_OUTPUTS = {"name", "wide"}
 # Flags whose value is certainly not a resource (so a namespace called `all` is not one).
-_KNOWN_VALUE_FLAGS = {"-n", "--namespace", "-l", "--selector", "--field-selector", "-c", "--container", "-L",
-                      "--label-columns", "--tail", "--since", "--since-time", "--request-timeout", "--chunk-size",
-                      "--max-log-requests", "--limit-bytes", "--timeout", "--revision", "--api-version",
-                      "--api-group", "--types"}
+_KNOWN_VALUE_FLAGS = {
+    "-n",
+    "--namespace",
+    "-l",
+    "--selector",
+    "--field-selector",
+    "-c",
+    "--container",
+    "-L",
+    "--label-columns",
+    "--tail",
+    "--since",
+    "--since-time",
+    "--request-timeout",
+    "--chunk-size",
+    "--max-log-requests",
+    "--limit-bytes",
+    "--timeout",
+    "--revision",
+    "--api-version",
+    "--api-group",
+    "--types",
+}
 
 
 def _identity_flag(token: str) -> str | None:
@@ -80,8 +116,14 @@ def _scan(tokens: list[str]) -> tuple[list[str], list[str | None], dict[str, lis
             break
         if token.startswith("--"):
             name, eq, value = token.partition("=")
-            if not eq and name in _KNOWN_VALUE_FLAGS | {"--output", "--template", "--sort-by", "--raw", "--filename",
-                                                         "--kustomize"}:
+            if not eq and name in _KNOWN_VALUE_FLAGS | {
+                "--output",
+                "--template",
+                "--sort-by",
+                "--raw",
+                "--filename",
+                "--kustomize",
+            }:
                 value = tokens[i] if i < len(tokens) else ""
                 i += 1
             elif not eq:
@@ -128,9 +170,8 @@ def kubectl_forbidden(argv: list[str]) -> str | None:
         return "printing raw kubeconfig credentials is not allowed"
     if "create" in words and "token" in words:
         return "minting service account tokens is not allowed"
-    data_output = (
-        any(o not in _SAFE_OUTPUTS for o in outputs)
-        or any(f in flags for f in ("--template", "--sort-by", "--output-watch-events", "--raw"))
+    data_output = any(o not in _SAFE_OUTPUTS for o in outputs) or any(
+        f in flags for f in ("--template", "--sort-by", "--output-watch-events", "--raw")
     )
     unknown_objects = any(f in flags for f in ("-f", "--filename", "-k", "--kustomize")) or (
         # `xargs kubectl get -o yaml`: the kinds come from stdin
@@ -146,8 +187,18 @@ def kubectl_forbidden(argv: list[str]) -> str | None:
 
 # --- unattended ------------------------------------------------------------------------------------
 
-_READ_VERBS = {"get", "describe", "logs", "top", "events", "explain", "api-resources", "api-versions", "version",
-               "cluster-info"}
+_READ_VERBS = {
+    "get",
+    "describe",
+    "logs",
+    "top",
+    "events",
+    "explain",
+    "api-resources",
+    "api-versions",
+    "version",
+    "cluster-info",
+}
 _READ_PAIRS = {("rollout", "status"), ("rollout", "history"), ("auth", "can-i"), ("auth", "whoami")}
 
 
@@ -182,20 +233,52 @@ def _s(spellings: str) -> tuple[str, Opt]:
 KUBECTL: Grammar = grammar(
     "kubectl",
     [
-        _v("-n --namespace", "namespace"), _s("-A --all-namespaces"), _v("-o --output", "output", check=_output_check),
-        _v("-l --selector", "selector"), _v("--field-selector", "field-selector"), _v("--sort-by", "sort-by"),
-        _v("-L --label-columns", "label-columns"), _v("--template", "template"), _v("--request-timeout", "timeout"),
-        _v("--chunk-size", "chunk-size"), _v("-c --container", "container"), _v("--tail", "tail"),
-        _v("--since", "since"), _v("--since-time", "since-time"), _v("--max-log-requests", "max-log-requests"),
-        _v("--limit-bytes", "limit-bytes"), _v("--pod-running-timeout", "pod-running-timeout"),
-        _v("--types", "types"), _v("--for", "for"), _v("--api-version", "api-version"), _v("--api-group", "api-group"),
-        _v("--revision", "revision"), _v("--timeout", "timeout"), _v("--subresource", "subresource"),
+        _v("-n --namespace", "namespace"),
+        _s("-A --all-namespaces"),
+        _v("-o --output", "output", check=_output_check),
+        _v("-l --selector", "selector"),
+        _v("--field-selector", "field-selector"),
+        _v("--sort-by", "sort-by"),
+        _v("-L --label-columns", "label-columns"),
+        _v("--template", "template"),
+        _v("--request-timeout", "timeout"),
+        _v("--chunk-size", "chunk-size"),
+        _v("-c --container", "container"),
+        _v("--tail", "tail"),
+        _v("--since", "since"),
+        _v("--since-time", "since-time"),
+        _v("--max-log-requests", "max-log-requests"),
+        _v("--limit-bytes", "limit-bytes"),
+        _v("--pod-running-timeout", "pod-running-timeout"),
+        _v("--types", "types"),
+        _v("--for", "for"),
+        _v("--api-version", "api-version"),
+        _v("--api-group", "api-group"),
+        _v("--revision", "revision"),
+        _v("--timeout", "timeout"),
+        _v("--subresource", "subresource"),
         _v("--verbs", "verbs"),
-        _s("--show-labels"), _s("--show-kind"), _s("--no-headers"), _s("--ignore-not-found"),
-        _s("--show-managed-fields"), _s("--timestamps"), _s("-p --previous"), _s("--prefix"), _s("--all-containers"),
-        _s("--ignore-errors"), _s("--containers"), _s("--sum"), _s("--use-protocol-buffers"), _s("--recursive"),
-        _s("--namespaced"), _s("--cached"), _s("--list"), _s("--show-events"), _s("--server-print"),
-        _s("--allow-missing-template-keys"), _s("-h --help"),
+        _s("--show-labels"),
+        _s("--show-kind"),
+        _s("--no-headers"),
+        _s("--ignore-not-found"),
+        _s("--show-managed-fields"),
+        _s("--timestamps"),
+        _s("-p --previous"),
+        _s("--prefix"),
+        _s("--all-containers"),
+        _s("--ignore-errors"),
+        _s("--containers"),
+        _s("--sum"),
+        _s("--use-protocol-buffers"),
+        _s("--recursive"),
+        _s("--namespaced"),
+        _s("--cached"),
+        _s("--list"),
+        _s("--show-events"),
+        _s("--server-print"),
+        _s("--allow-missing-template-keys"),
+        _s("-h --help"),
     ],
     _operands,
     style="pflag",

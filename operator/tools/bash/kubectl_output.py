@@ -37,11 +37,37 @@ TABLE_FORMATS = frozenset({"", "name", "wide"})
 _RENDERED = ("json", "yaml", "kyaml", "jsonpath", "jsonpath-as-json", "custom-columns")
 _BOOL_LETTERS = set("AwpRhqit")
 # Flags whose value is the next word (so that word is not taken for an output flag).
-_VALUE_FLAGS = {"-n", "--namespace", "-l", "--selector", "--field-selector", "-c", "--container", "-L",
-                "--label-columns", "--tail", "--since", "--since-time", "--request-timeout", "--chunk-size",
-                "--max-log-requests", "--limit-bytes", "--timeout", "--revision", "--api-version", "--api-group",
-                "--types", "--sort-by", "--raw", "--filename", "--kustomize", "--for", "--subresource", "--verbs",
-                "--pod-running-timeout"}
+_VALUE_FLAGS = {
+    "-n",
+    "--namespace",
+    "-l",
+    "--selector",
+    "--field-selector",
+    "-c",
+    "--container",
+    "-L",
+    "--label-columns",
+    "--tail",
+    "--since",
+    "--since-time",
+    "--request-timeout",
+    "--chunk-size",
+    "--max-log-requests",
+    "--limit-bytes",
+    "--timeout",
+    "--revision",
+    "--api-version",
+    "--api-group",
+    "--types",
+    "--sort-by",
+    "--raw",
+    "--filename",
+    "--kustomize",
+    "--for",
+    "--subresource",
+    "--verbs",
+    "--pod-running-timeout",
+}
 
 
 class KubectlOutputRefused(Exception):
@@ -62,8 +88,10 @@ def format_refusal(fmt: str, template_flag: bool = False) -> str | None:
     if name.endswith("-file") or name == "templatefile":
         return f"`-o {name}` reads a template from a file; no output format may read files"
     if name in ("go-template", "template") or (template_flag and name in ("", "name", "wide")):
-        return ("Go templates (`-o go-template`, `-o template`, `--template`) are not available in the bash "
-                "tool: use `-o jsonpath=...`, `-o custom-columns=...` or `-o json | jq ...`")
+        return (
+            "Go templates (`-o go-template`, `-o template`, `--template`) are not available in the bash "
+            "tool: use `-o jsonpath=...`, `-o custom-columns=...` or `-o json | jq ...`"
+        )
     if name not in TABLE_FORMATS and name not in _RENDERED:
         return f"`-o {name}` is not an output format the bash tool can print"
     return None

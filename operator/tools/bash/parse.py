@@ -248,7 +248,9 @@ def _redirect(node: bashlex.ast.node, text: str, line: CommandLine) -> Redirect 
         return None
     if isinstance(target, int):
         if rtype in (">&", "<&"):
-            return Redirect(fd=source_fd if source_fd is not None else (1 if rtype == ">&" else 0), op="dup", target=target)
+            return Redirect(
+                fd=source_fd if source_fd is not None else (1 if rtype == ">&" else 0), op="dup", target=target
+            )
         line.unsupported.append(f"redirection {rtype}{target}")
         return None
     if target is None or target.kind != "word":

@@ -55,7 +55,8 @@ def _spellings(arg: str) -> set[str]:
         text = re.sub(r"^[a-z]+://", "/", text)  # file:///var/run/...
         out.add(posixpath.normpath("/" + text.lstrip("/")))
     return {s for s in out if "/" in s[1:] or s.startswith(".") or _GLOB.search(s)} | (
-        {posixpath.normpath("/" + arg)} if arg.startswith(".") else set())
+        {posixpath.normpath("/" + arg)} if arg.startswith(".") else set()
+    )
 
 
 def credential_path(arg: str) -> str | None:

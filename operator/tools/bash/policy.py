@@ -83,7 +83,8 @@ def _nested_forbidden(text: str, depth: int) -> str | None:
 
 def _harmless_redirects(stage: Stage) -> bool:
     return all(
-        (r.op == "dup" and r.fd in (1, 2) and r.target in (1, 2)) or (r.op == ">" and r.fd == 2 and r.target == "/dev/null")
+        (r.op == "dup" and r.fd in (1, 2) and r.target in (1, 2))
+        or (r.op == ">" and r.fd == 2 and r.target == "/dev/null")
         for r in stage.redirects
     )
 
@@ -132,4 +133,3 @@ def evaluate_text(command: str) -> tuple[CommandLine | None, Verdict]:
     except BashParseError as exc:
         return None, Verdict(read_only=False, reason=str(exc))
     return line, evaluate(line)
-

@@ -47,11 +47,25 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 SYSTEM_READ_ROOTS: tuple[str, ...] = (
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
 )
 HIDDEN_SYSTEM_PATHS: tuple[str, ...] = (
-    "/etc/lestrade", "/etc/kubernetes", "/etc/ssl/private", "/etc/shadow", "/etc/gshadow",
-    "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d", "/usr/local/etc/lestrade",
+    "/etc/lestrade",
+    "/etc/kubernetes",
+    "/etc/ssl/private",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/ssh",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/usr/local/etc/lestrade",
 )
 _DEVICES_RW = ("/dev/null", "/dev/zero")
 _DEVICES_R = ("/dev/urandom", "/dev/random")
@@ -148,9 +162,7 @@ class ToolSandbox:
         fs_all = _fs_rights(self.abi)
         handled = [fs_all]
         if self.abi >= 4:
-            handled.append(
-                (_NET_BIND_TCP | _NET_CONNECT_TCP) if self.connect_ports is not None else 0
-            )
+            handled.append((_NET_BIND_TCP | _NET_CONNECT_TCP) if self.connect_ports is not None else 0)
         if self.abi >= 6:
             handled.append(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
         attr = struct.pack(f"={len(handled)}Q", *handled)

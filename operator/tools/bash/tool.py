@@ -118,15 +118,15 @@ def bash_sandbox(env: Mapping[str, str], workdir: str, kubeconfig: str | None) -
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_sandbox(path: str, workdir: str, kubeconfig: str | None, hidden_paths: tuple[str, ...],
-                    cwd: str) -> ToolSandbox:
+def _cached_sandbox(
+    path: str, workdir: str, kubeconfig: str | None, hidden_paths: tuple[str, ...], cwd: str
+) -> ToolSandbox:
     protected = [Path(os.path.realpath(p)) for p in (os.path.expanduser("~"), cwd)]
     reads: list[str] = []
     for entry in path.split(os.pathsep):
         real = Path(os.path.realpath(entry)) if os.path.isabs(entry) else None
         # not the operator's home or working folder, nor anything above or below them
-        if real and real.is_dir() and not any(real == p or real in p.parents or p in real.parents
-                                              for p in protected):
+        if real and real.is_dir() and not any(real == p or real in p.parents or p in real.parents for p in protected):
             reads.append(str(real))
     kubectl = shutil.which("kubectl", path=path)
     if kubectl:
@@ -154,8 +154,15 @@ class _Refused(Exception):
 class BashRunner:
     """Executes a parsed CommandLine with exec and our own pipes."""
 
-    def __init__(self, env: Mapping[str, str], *, timeout: float = 60.0, max_output: int = 200_000,
-                 cwd: str | None = None, sandbox: ToolSandbox | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        timeout: float = 60.0,
+        max_output: int = 200_000,
+        cwd: str | None = None,
+        sandbox: ToolSandbox | None = None,
+    ) -> None:
         """With a `sandbox`, every child confines itself before exec, and redirections and
         globs (resolved here, in the operator) are held to it too."""
         self.env = dict(env)
@@ -232,8 +239,10 @@ class BashRunner:
         side_tasks: list[asyncio.Task[Any]] = []
         stderr_tasks: list[asyncio.Task[bytes]] = []
         # fail before starting anything; globs expand off the event loop (a deep one takes long)
-        planned = [await asyncio.to_thread(self._argv, stage) if stage.glob_args else self._argv(stage)
-                   for stage in pipeline.stages]
+        planned = [
+            await asyncio.to_thread(self._argv, stage) if stage.glob_args else self._argv(stage)
+            for stage in pipeline.stages
+        ]
         argvs = [argv for argv, _ in planned]
         plans = [plan for _, plan in planned]
         try:
@@ -247,8 +256,15 @@ class BashRunner:
                         stderr = asyncio.subprocess.STDOUT  # `|&`
                     stdin, stdout, stderr = self._apply_redirects(stage, stdin, stdout, stderr, opened)
                     proc = await asyncio.create_subprocess_exec(
-                        *argvs[i][1:], executable=argvs[i][0], stdin=stdin, stdout=stdout, stderr=stderr, env=self.env,
-                        cwd=self.cwd, start_new_session=True, preexec_fn=self._preexec,
+                        *argvs[i][1:],
+                        executable=argvs[i][0],
+                        stdin=stdin,
+                        stdout=stdout,
+                        stderr=stderr,
+                        env=self.env,
+                        cwd=self.cwd,
+                        start_new_session=True,
+                        preexec_fn=self._preexec,
                     )
                 finally:
                     for handle in opened:
@@ -257,8 +273,9 @@ class BashRunner:
                 if proc.stderr is not None:
                     stderr_tasks.append(asyncio.ensure_future(_read_capped(proc.stderr, 20_000)))
                 if i:
-                    side_tasks.append(asyncio.ensure_future(
-                        _relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1])))
+                    side_tasks.append(
+                        asyncio.ensure_future(_relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1]))
+                    )
             return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget, plans[-1])
         except BaseException:
             for proc in procs:
@@ -267,7 +284,9 @@ class BashRunner:
                 task.cancel()
             raise
 
-    def _apply_redirects(self, stage: Stage, stdin: Any, stdout: Any, stderr: Any, opened: list[IO[Any]]) -> tuple[Any, Any, Any]:
+    def _apply_redirects(
+        self, stage: Stage, stdin: Any, stdout: Any, stderr: Any, opened: list[IO[Any]]
+    ) -> tuple[Any, Any, Any]:
         for r in stage.redirects:
             if r.op == "dup":
                 if r.fd == 2 and r.target == 1:
@@ -303,9 +322,15 @@ class BashRunner:
         nofollow = os.O_NOFOLLOW if self.sandbox is not None else 0
         return os.fdopen(os.open(target, flags | nofollow | os.O_CLOEXEC, 0o644), mode)
 
-    async def _collect(self, procs: list[asyncio.subprocess.Process], side_tasks: list[asyncio.Task[Any]],
-                       stderr_tasks: list[asyncio.Task[bytes]], timeout: float, budget: int,
-                       plan: OutputPlan | None = None) -> RunResult:
+    async def _collect(
+        self,
+        procs: list[asyncio.subprocess.Process],
+        side_tasks: list[asyncio.Task[Any]],
+        stderr_tasks: list[asyncio.Task[bytes]],
+        timeout: float,
+        budget: int,
+        plan: OutputPlan | None = None,
+    ) -> RunResult:
         last = procs[-1]
         rendered_budget = budget
         if plan is not None:
@@ -392,8 +417,12 @@ async def _render(plan: OutputPlan, text: str, *, cut: bool) -> str:
     return await asyncio.to_thread(render_output, plan, text)
 
 
-async def _relay_redacted(producer: asyncio.subprocess.Process, consumer: asyncio.subprocess.Process, name: str,
-                          plan: OutputPlan | None = None) -> None:
+async def _relay_redacted(
+    producer: asyncio.subprocess.Process,
+    consumer: asyncio.subprocess.Process,
+    name: str,
+    plan: OutputPlan | None = None,
+) -> None:
     """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it);
     kubectl's data rendered from masked objects first (`plan`)."""
     sink = consumer.stdin
@@ -459,8 +488,14 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group id is its pid
 
 
-def confined_runner(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.PathLike[str] | None = None,
-                    timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> BashRunner | None:
+def confined_runner(
+    *,
+    env: Mapping[str, str] | None = None,
+    kubeconfig: str | os.PathLike[str] | None = None,
+    timeout: float = 60.0,
+    max_output: int = 200_000,
+    cwd: str | None = None,
+) -> BashRunner | None:
     """The runner of the bash tool: allowlisted environment, private working folder, Landlock
     sandbox; None when the kernel cannot confine the children (then nothing may run)."""
     extra = dict(env or {})
@@ -481,8 +516,14 @@ _NO_SANDBOX = (
 )
 
 
-def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.PathLike[str] | None = None,
-                 timeout: float = 60.0, max_output: int = 200_000, cwd: str | None = None) -> Toolset:
+def bash_toolset(
+    *,
+    env: Mapping[str, str] | None = None,
+    kubeconfig: str | os.PathLike[str] | None = None,
+    timeout: float = 60.0,
+    max_output: int = 200_000,
+    cwd: str | None = None,
+) -> Toolset:
     """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
     kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
     the private folder in which each call gets its own fresh work folder (and HOME), the only
@@ -535,7 +576,9 @@ def bash_toolset(*, env: Mapping[str, str] | None = None, kubeconfig: str | os.P
         if result.truncated:
             text += f"\n[output truncated at {max_output} bytes]"
         if result.timed_out:
-            return ToolOutput(status="error", data=text, error=f"timed out after {timeout:.0f}s; partial output:\n{text}")
+            return ToolOutput(
+                status="error", data=text, error=f"timed out after {timeout:.0f}s; partial output:\n{text}"
+            )
         if result.exit_code != 0:
             text += f"\n(exit code {result.exit_code})"
         return ToolOutput(status="success" if text.strip() else "no_data", data=text)

@@ -34,8 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from lestrade.operator.tools.common import ToolInputError
 
-__all__ = [
-    "ScopedKubeApi","ApiResource", "KubeApi", "KubeError"]
+__all__ = ["ScopedKubeApi", "ApiResource", "KubeApi", "KubeError"]
 
 _TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _REQUEST_TIMEOUT = 30
@@ -155,11 +154,11 @@ class KubeApi:
 
     async def request(self, method: str, path: str, query: dict[str, Any] | None = None, **kw: Any) -> bytes:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            _POOL, lambda: self._request_sync(method, path, query, **kw)
-        )
+        return await loop.run_in_executor(_POOL, lambda: self._request_sync(method, path, query, **kw))
 
-    async def get_json(self, path: str, query: dict[str, Any] | None = None, *, accept: str = "application/json") -> dict[str, Any]:
+    async def get_json(
+        self, path: str, query: dict[str, Any] | None = None, *, accept: str = "application/json"
+    ) -> dict[str, Any]:
         data = await self.request("GET", path, query, accept=accept)
         return json.loads(data)
 
@@ -167,7 +166,9 @@ class KubeApi:
         data = await self.request("GET", path, query, accept="*/*")
         return data.decode("utf-8", errors="replace")
 
-    async def patch(self, path: str, body: Any, *, content_type: str = "application/merge-patch+json") -> dict[str, Any]:
+    async def patch(
+        self, path: str, body: Any, *, content_type: str = "application/merge-patch+json"
+    ) -> dict[str, Any]:
         data = await self.request("PATCH", path, body=body, content_type=content_type)
         return json.loads(data)
 
@@ -241,8 +242,21 @@ class KubeApi:
         )
 
     async def common_kinds(self) -> list[ApiResource]:
-        names = ["pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs",
-                 "services", "ingresses", "configmaps", "persistentvolumeclaims", "nodes", "namespaces"]
+        names = [
+            "pods",
+            "deployments",
+            "statefulsets",
+            "daemonsets",
+            "replicasets",
+            "jobs",
+            "cronjobs",
+            "services",
+            "ingresses",
+            "configmaps",
+            "persistentvolumeclaims",
+            "nodes",
+            "namespaces",
+        ]
         out = []
         for name in names:
             try:
@@ -260,7 +274,9 @@ class KubeApi:
         data = await self.get_json(res.path(namespace), query)
         return list(data.get("items") or [])
 
-    async def table(self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any) -> dict[str, Any]:
+    async def table(
+        self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any
+    ) -> dict[str, Any]:
         """The server-side `kubectl get` table (object metadata only, never object data)."""
         query.setdefault("includeObject", "Metadata")
         return await self.get_json(res.path(namespace, name), query, accept=_TABLE_ACCEPT)
@@ -357,7 +373,9 @@ class ScopedKubeApi(KubeApi):
         lists = await self._each(lambda ns: super(ScopedKubeApi, self).list_items(res, ns, **query))
         return [item for items in lists for item in items]  # type: ignore[misc]
 
-    async def table(self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any) -> dict[str, Any]:
+    async def table(
+        self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any
+    ) -> dict[str, Any]:
         if namespace or name or not res.namespaced:
             return await super().table(res, namespace, name, **query)
         tables = await self._each(lambda ns: super(ScopedKubeApi, self).table(res, ns, **query))
@@ -366,6 +384,9 @@ class ScopedKubeApi(KubeApi):
         merged["metadata"] = {}
         more = [t for t in tables if (t.get("metadata") or {}).get("continue")]
         if more:
-            merged["metadata"] = {"continue": "scoped", "remainingItemCount": sum(
-                int((t.get("metadata") or {}).get("remainingItemCount") or 0) for t in more) or None}
+            merged["metadata"] = {
+                "continue": "scoped",
+                "remainingItemCount": sum(int((t.get("metadata") or {}).get("remainingItemCount") or 0) for t in more)
+                or None,
+            }
         return merged

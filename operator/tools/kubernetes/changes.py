@@ -30,13 +30,24 @@ __all__ = ["WhatChanged", "template_diff"]
 _BUDGET_CHARS = 8000
 _MAX_MINUTES = 7 * 24 * 60
 _WORKLOADS = {"deployment": "deployments", "statefulset": "statefulsets", "daemonset": "daemonsets"}
-_ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset", "statefulsets": "statefulset",
-            "ds": "daemonset", "daemonsets": "daemonset"}
+_ALIASES = {
+    "deploy": "deployment",
+    "deployments": "deployment",
+    "sts": "statefulset",
+    "statefulsets": "statefulset",
+    "ds": "daemonset",
+    "daemonsets": "daemonset",
+}
 # kinds whose edits matter in an incident; `display` is how kubectl names them
 _WATCHED = [
-    ("configmaps", "configmap"), ("services", "service"), ("ingresses", "ingress"),
-    ("networkpolicies", "networkpolicy"), ("horizontalpodautoscalers", "hpa"),
-    ("poddisruptionbudgets", "pdb"), ("roles", "role"), ("rolebindings", "rolebinding"),
+    ("configmaps", "configmap"),
+    ("services", "service"),
+    ("ingresses", "ingress"),
+    ("networkpolicies", "networkpolicy"),
+    ("horizontalpodautoscalers", "hpa"),
+    ("poddisruptionbudgets", "pdb"),
+    ("roles", "role"),
+    ("rolebindings", "rolebinding"),
     ("serviceaccounts", "serviceaccount"),
 ]
 
@@ -89,8 +100,11 @@ def _probe(probe: dict[str, Any] | None) -> str:
         how = "exec " + " ".join(str(c) for c in (probe["exec"].get("command") or []))[:120]
     else:
         how = "?"
-    timing = [f"{k}={probe[k]}" for k in ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold")
-              if k in probe]
+    timing = [
+        f"{k}={probe[k]}"
+        for k in ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold")
+        if k in probe
+    ]
     return " ".join([how, *timing])
 
 
@@ -122,8 +136,11 @@ def _container_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     env = _set_diff("env", _names(old.get("env")), _names(new.get("env")))
     if env:
         out.append(env)
-    env_from = _set_diff("envFrom", {str((e.get("configMapRef") or e.get("secretRef") or {}).get("name")) for e in old.get("envFrom") or []},
-                         {str((e.get("configMapRef") or e.get("secretRef") or {}).get("name")) for e in new.get("envFrom") or []})
+    env_from = _set_diff(
+        "envFrom",
+        {str((e.get("configMapRef") or e.get("secretRef") or {}).get("name")) for e in old.get("envFrom") or []},
+        {str((e.get("configMapRef") or e.get("secretRef") or {}).get("name")) for e in new.get("envFrom") or []},
+    )
     if env_from:
         out.append(env_from)
     if (old.get("resources") or {}) != (new.get("resources") or {}):
@@ -131,8 +148,11 @@ def _container_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if old.get(probe) != new.get(probe):
             out.append(f"{probe} {_probe(old.get(probe))} -> {_probe(new.get(probe))}")
-    mounts = _set_diff("volumeMounts", {f"{m.get('name')}:{m.get('mountPath')}" for m in old.get("volumeMounts") or []},
-                       {f"{m.get('name')}:{m.get('mountPath')}" for m in new.get("volumeMounts") or []})
+    mounts = _set_diff(
+        "volumeMounts",
+        {f"{m.get('name')}:{m.get('mountPath')}" for m in old.get("volumeMounts") or []},
+        {f"{m.get('name')}:{m.get('mountPath')}" for m in new.get("volumeMounts") or []},
+    )
     if mounts:
         out.append(mounts)
     for key in ("command", "args"):
@@ -157,12 +177,23 @@ def template_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> lis
             lines.append(f"-{group[:-1]} {name}")
         for name in sorted(before.keys() & after.keys()):
             lines += [f"{name}: {d}" for d in _container_diff(before[name], after[name])]
-    volumes = _set_diff("volumes", {_volume(v) for v in old_spec.get("volumes") or []},
-                        {_volume(v) for v in new_spec.get("volumes") or []})
+    volumes = _set_diff(
+        "volumes",
+        {_volume(v) for v in old_spec.get("volumes") or []},
+        {_volume(v) for v in new_spec.get("volumes") or []},
+    )
     if volumes:
         lines.append(volumes)
-    for key in ("serviceAccountName", "nodeSelector", "affinity", "tolerations", "priorityClassName",
-                "securityContext", "hostNetwork", "dnsPolicy"):
+    for key in (
+        "serviceAccountName",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "priorityClassName",
+        "securityContext",
+        "hostNetwork",
+        "dnsPolicy",
+    ):
         if old_spec.get(key) != new_spec.get(key):
             lines.append(f"{key} changed")
     old_labels = ((old or {}).get("metadata") or {}).get("annotations") or {}
@@ -221,7 +252,9 @@ class WhatChanged:
     def __init__(self, api: KubeApi) -> None:
         self.api = api
 
-    async def _list(self, plural: str, namespace: str | None, notes: list[str], gate: asyncio.Semaphore) -> list[dict[str, Any]]:
+    async def _list(
+        self, plural: str, namespace: str | None, notes: list[str], gate: asyncio.Semaphore
+    ) -> list[dict[str, Any]]:
         try:
             async with gate:  # within the client's connection pool (10): no connection thrown away
                 res = await self.api.resolve(plural)
@@ -240,16 +273,18 @@ class WhatChanged:
         gate = asyncio.Semaphore(8)
         lists = await asyncio.gather(
             *(self._list(plural, namespace, notes, gate) for plural in _WORKLOADS.values()),
-            self._list("replicasets", namespace, notes, gate), self._list("controllerrevisions", namespace, notes, gate),
+            self._list("replicasets", namespace, notes, gate),
+            self._list("controllerrevisions", namespace, notes, gate),
             *(self._list(plural, namespace, notes, gate) for plural, _ in _WATCHED),
             self._list("events", namespace, notes, gate),
-            self._list("pods", namespace, notes, gate), self._list("nodes", None, notes, gate),
+            self._list("pods", namespace, notes, gate),
+            self._list("nodes", None, notes, gate),
         )
         if len(notes) == len(lists):  # nothing readable: say why instead of "no changes"
             raise KubeError(f"cannot read namespace {namespace}: {notes[0]}")
         workloads = dict(zip(_WORKLOADS, lists[:3]))
         replicasets, revisions = lists[3], lists[4]
-        watched = dict(zip([d for _, d in _WATCHED], lists[5:5 + len(_WATCHED)]))
+        watched = dict(zip([d for _, d in _WATCHED], lists[5 : 5 + len(_WATCHED)]))
         events, pods, nodes = lists[-3], lists[-2], lists[-1]
 
         if workload:
@@ -259,7 +294,9 @@ class WhatChanged:
                 raise ToolInputError(f"{kind} {name} not found in namespace {namespace}")
             workloads = {k: (chosen if k == kind else []) for k in workloads}
             template = (chosen[0].get("spec") or {}).get("template") or {}
-            watched = {d: [o for o in items if _related(d, o, chosen[0], kind, template)] for d, items in watched.items()}
+            watched = {
+                d: [o for o in items if _related(d, o, chosen[0], kind, template)] for d, items in watched.items()
+            }
 
         changes: list[_Change] = []
         changes += _rollouts(workloads, replicasets, revisions, since)
@@ -291,8 +328,12 @@ def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
             return False
     for expr in selector.get("matchExpressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
-                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+        if (
+            (op == "In" and labels.get(key) not in values)
+            or (op == "NotIn" and labels.get(key) in values)
+            or (op == "Exists" and key not in labels)
+            or (op == "DoesNotExist" and key in labels)
+        ):
             return False
     return True
 
@@ -334,18 +375,34 @@ def _owner(obj: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _rollouts(workloads: dict[str, list[dict[str, Any]]], replicasets: list[dict[str, Any]],
-              revisions: list[dict[str, Any]], since: datetime) -> list[_Change]:
+def _rollouts(
+    workloads: dict[str, list[dict[str, Any]]],
+    replicasets: list[dict[str, Any]],
+    revisions: list[dict[str, Any]],
+    since: datetime,
+) -> list[_Change]:
     out = []
     for kind, items in workloads.items():
         for workload in items:
             name = workload["metadata"]["name"]
             if kind == "deployment":
-                history = [(int((rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", "0") or 0),
-                            rs, (rs.get("spec") or {}).get("template")) for rs in replicasets if _owner(rs) == (kind, name)]
+                history = [
+                    (
+                        int(
+                            (rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", "0") or 0
+                        ),
+                        rs,
+                        (rs.get("spec") or {}).get("template"),
+                    )
+                    for rs in replicasets
+                    if _owner(rs) == (kind, name)
+                ]
             else:
-                history = [(int(cr.get("revision") or 0), cr, ((cr.get("data") or {}).get("spec") or {}).get("template"))
-                           for cr in revisions if _owner(cr) == (kind, name)]
+                history = [
+                    (int(cr.get("revision") or 0), cr, ((cr.get("data") or {}).get("spec") or {}).get("template"))
+                    for cr in revisions
+                    if _owner(cr) == (kind, name)
+                ]
             history.sort(key=lambda h: h[0])
             for i, (revision, obj, template) in enumerate(history):
                 created = _time(obj["metadata"].get("creationTimestamp"))
@@ -354,12 +411,18 @@ def _rollouts(workloads: dict[str, list[dict[str, Any]]], replicasets: list[dict
                 what = f"{kind}/{name}"
                 if i == 0:
                     text = f"{what} revision {revision} created ({obj['metadata']['name']})"
-                    images = ", ".join(str(c.get("image")) for c in ((template or {}).get("spec") or {}).get("containers") or [])
+                    images = ", ".join(
+                        str(c.get("image")) for c in ((template or {}).get("spec") or {}).get("containers") or []
+                    )
                     text += f": images {images}" if images else ""
                 else:
                     diff = template_diff(history[i - 1][2], template)
                     text = f"rollout {what} revision {history[i - 1][0]} -> {revision} ({obj['metadata']['name']})"
-                    text += "".join(f"\n    {line}" for line in diff) if diff else "\n    (no pod template difference found)"
+                    text += (
+                        "".join(f"\n    {line}" for line in diff)
+                        if diff
+                        else "\n    (no pod template difference found)"
+                    )
                 if kind == "deployment" and i == len(history) - 1:
                     status = obj.get("status") or {}
                     want = (obj.get("spec") or {}).get("replicas", 0)
@@ -369,17 +432,31 @@ def _rollouts(workloads: dict[str, list[dict[str, Any]]], replicasets: list[dict
                 for cond in (workload.get("status") or {}).get("conditions") or []:
                     when = _time(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))
                     if cond.get("type") == "Progressing" and cond.get("status") == "False" and when and when >= since:
-                        out.append(_Change(when, _rv(workload), f"{kind}/{name} rollout stuck: {cond.get('reason')}: {str(cond.get('message'))[:200]}"))
+                        out.append(
+                            _Change(
+                                when,
+                                _rv(workload),
+                                f"{kind}/{name} rollout stuck: {cond.get('reason')}: {str(cond.get('message'))[:200]}",
+                            )
+                        )
     return out
 
 
 def _event_time(event: dict[str, Any]) -> datetime | None:
-    return _time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-                 or (event.get("metadata") or {}).get("creationTimestamp"))
+    return _time(
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+    )
 
 
-def _scaling(workloads: dict[str, list[dict[str, Any]]], hpas: list[dict[str, Any]], events: list[dict[str, Any]],
-             since: datetime) -> list[_Change]:
+def _scaling(
+    workloads: dict[str, list[dict[str, Any]]],
+    hpas: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    since: datetime,
+) -> list[_Change]:
     out = []
     # The Deployment controller's own account of each scaling step (rollouts included).
     latest: dict[tuple[str, str], datetime] = {}
@@ -408,15 +485,27 @@ def _scaling(workloads: dict[str, list[dict[str, Any]]], hpas: list[dict[str, An
                 when = _time(entry.get("time")) or latest.get((kind, name))
                 if when and when >= since:
                     via = ", scale subresource" if entry.get("subresource") == "scale" else ""
-                    out.append(_Change(when, _rv(workload), f"{kind}/{name} replicas set to {replicas} by {entry.get('manager')} "
-                                             f"({entry.get('operation')}{via})"))
+                    out.append(
+                        _Change(
+                            when,
+                            _rv(workload),
+                            f"{kind}/{name} replicas set to {replicas} by {entry.get('manager')} "
+                            f"({entry.get('operation')}{via})",
+                        )
+                    )
     for hpa in hpas:
         status = hpa.get("status") or {}
         when = _time(status.get("lastScaleTime"))
         if when and when >= since:
             target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
-            out.append(_Change(when, _rv(hpa), f"hpa/{hpa['metadata']['name']} scaled {str(target.get('kind', '')).lower()}/"
-                                     f"{target.get('name')} to {status.get('desiredReplicas')} (current {status.get('currentReplicas')})"))
+            out.append(
+                _Change(
+                    when,
+                    _rv(hpa),
+                    f"hpa/{hpa['metadata']['name']} scaled {str(target.get('kind', '')).lower()}/"
+                    f"{target.get('name')} to {status.get('desiredReplicas')} (current {status.get('currentReplicas')})",
+                )
+            )
     return out
 
 
@@ -436,8 +525,14 @@ def _modified(watched: dict[str, list[dict[str, Any]]], since: datetime) -> list
                 edits = [(w, e) for w, e in edits if w > created]
             for when, entry in edits:
                 detail = _what_fields(entry)
-                out.append(_Change(when, _rv(obj), f"{name} modified by {entry.get('manager')} ({entry.get('operation')})"
-                                         f"{': ' + detail if detail else ''}"))
+                out.append(
+                    _Change(
+                        when,
+                        _rv(obj),
+                        f"{name} modified by {entry.get('manager')} ({entry.get('operation')})"
+                        f"{': ' + detail if detail else ''}",
+                    )
+                )
     return out
 
 

@@ -175,8 +175,11 @@ def _container(out: _Out, c: dict[str, Any], status: dict[str, Any] | None) -> N
     out.kv("Image", c.get("image"), ind)
     ports = c.get("ports") or []
     if ports:
-        out.kv("Ports" if len(ports) > 1 else "Port",
-               ", ".join(f"{p.get('containerPort')}/{p.get('protocol', 'TCP')}" for p in ports), ind)
+        out.kv(
+            "Ports" if len(ports) > 1 else "Port",
+            ", ".join(f"{p.get('containerPort')}/{p.get('protocol', 'TCP')}" for p in ports),
+            ind,
+        )
     for key, label in (("command", "Command"), ("args", "Args")):
         if c.get(key):
             out.line(f"{' ' * ind}{label}:")
@@ -266,8 +269,10 @@ def describe_pod(pod: dict[str, Any], events: list[dict[str, Any]] | None) -> st
     controller = next((o for o in owners if o.get("controller")), None)
     if controller:
         out.kv("Controlled By", f"{controller.get('kind')}/{controller.get('name')}")
-    for key, status_key, label in (("initContainers", "initContainerStatuses", "Init Containers"),
-                                   ("containers", "containerStatuses", "Containers")):
+    for key, status_key, label in (
+        ("initContainers", "initContainerStatuses", "Init Containers"),
+        ("containers", "containerStatuses", "Containers"),
+    ):
         containers = spec.get(key) or []
         if not containers:
             continue
@@ -323,13 +328,19 @@ def describe_node(node: dict[str, Any], pods: list[dict[str, Any]], events: list
     out.mapping("Labels", labels)
     out.mapping("Annotations", _annotations(meta))
     out.kv("CreationTimestamp", _time(meta.get("creationTimestamp")))
-    taints = [f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in spec.get("taints") or []]
+    taints = [
+        f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+        for t in spec.get("taints") or []
+    ]
     out.kv("Taints", ", ".join(taints) or "<none>")
     out.kv("Unschedulable", str(bool(spec.get("unschedulable"))).lower())
     conditions = status.get("conditions") or []
     if conditions:
         out.line("Conditions:")
-        rows = [[c.get("type"), c.get("status"), age(c.get("lastHeartbeatTime")), c.get("reason"), c.get("message")] for c in conditions]
+        rows = [
+            [c.get("type"), c.get("status"), age(c.get("lastHeartbeatTime")), c.get("reason"), c.get("message")]
+            for c in conditions
+        ]
         table = render_table(["Type", "Status", "LastHeartbeat", "Reason", "Message"], rows)
         out.line("\n".join("  " + line for line in table.splitlines()))
     addresses = status.get("addresses") or []
@@ -346,7 +357,14 @@ def describe_node(node: dict[str, Any], pods: list[dict[str, Any]], events: list
     info = status.get("nodeInfo") or {}
     if info:
         out.line("System Info:")
-        for key in ("kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion", "architecture", "operatingSystem"):
+        for key in (
+            "kernelVersion",
+            "osImage",
+            "containerRuntimeVersion",
+            "kubeletVersion",
+            "architecture",
+            "operatingSystem",
+        ):
             if info.get(key):
                 out.kv(key[0].upper() + key[1:], info[key], 2, 26)
     if spec.get("podCIDR"):
@@ -361,15 +379,32 @@ def describe_node(node: dict[str, Any], pods: list[dict[str, Any]], events: list
         cpu_lim += totals[1]
         mem_req += totals[2]
         mem_lim += totals[3]
-        rows.append([p["metadata"].get("namespace"), p["metadata"].get("name"), format_cpu(totals[0]), format_cpu(totals[1]),
-                     format_memory(totals[2]), format_memory(totals[3]), age(p["metadata"].get("creationTimestamp"))])
+        rows.append(
+            [
+                p["metadata"].get("namespace"),
+                p["metadata"].get("name"),
+                format_cpu(totals[0]),
+                format_cpu(totals[1]),
+                format_memory(totals[2]),
+                format_memory(totals[3]),
+                age(p["metadata"].get("creationTimestamp")),
+            ]
+        )
     if rows:
-        table = render_table(["Namespace", "Name", "CPU Requests", "CPU Limits", "Memory Requests", "Memory Limits", "Age"], rows, max_rows=60)
+        table = render_table(
+            ["Namespace", "Name", "CPU Requests", "CPU Limits", "Memory Requests", "Memory Limits", "Age"],
+            rows,
+            max_rows=60,
+        )
         out.line("\n".join("  " + line for line in table.splitlines()))
     out.line("Allocated resources:")
     alloc_cpu, alloc_mem = quantity(allocatable.get("cpu", 0)), quantity(allocatable.get("memory", 0))
-    out.line(f"  cpu     {format_cpu(cpu_req)} ({_pct(cpu_req, alloc_cpu)})  limits {format_cpu(cpu_lim)} ({_pct(cpu_lim, alloc_cpu)})")
-    out.line(f"  memory  {format_memory(mem_req)} ({_pct(mem_req, alloc_mem)})  limits {format_memory(mem_lim)} ({_pct(mem_lim, alloc_mem)})")
+    out.line(
+        f"  cpu     {format_cpu(cpu_req)} ({_pct(cpu_req, alloc_cpu)})  limits {format_cpu(cpu_lim)} ({_pct(cpu_lim, alloc_cpu)})"
+    )
+    out.line(
+        f"  memory  {format_memory(mem_req)} ({_pct(mem_req, alloc_mem)})  limits {format_memory(mem_lim)} ({_pct(mem_lim, alloc_mem)})"
+    )
     _events(out, events)
     return out.text()
 
@@ -423,10 +458,13 @@ def _workload_summary(obj: dict[str, Any], out: _Out) -> None:
         out.kv("Selector", format_labels(selector))
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
         desired = spec.get("replicas", 1)
-        out.kv("Replicas", f"{desired} desired | {status.get('updatedReplicas', 0)} updated | "
-                           f"{status.get('replicas', 0)} total | {status.get('readyReplicas', 0)} ready | "
-                           f"{status.get('availableReplicas', 0)} available | "
-                           f"{status.get('unavailableReplicas', 0)} unavailable")
+        out.kv(
+            "Replicas",
+            f"{desired} desired | {status.get('updatedReplicas', 0)} updated | "
+            f"{status.get('replicas', 0)} total | {status.get('readyReplicas', 0)} ready | "
+            f"{status.get('availableReplicas', 0)} available | "
+            f"{status.get('unavailableReplicas', 0)} unavailable",
+        )
     if kind == "DaemonSet":
         out.kv("Desired Nodes", status.get("desiredNumberScheduled", 0))
         out.kv("Current Nodes", status.get("currentNumberScheduled", 0))
@@ -435,7 +473,7 @@ def _workload_summary(obj: dict[str, Any], out: _Out) -> None:
     strategy = (spec.get("strategy") or spec.get("updateStrategy") or {}).get("type")
     if strategy:
         out.kv("StrategyType", strategy)
-    template = (spec.get("template") or {})
+    template = spec.get("template") or {}
     if template:
         out.line("Pod Template:")
         tmeta = template.get("metadata") or {}

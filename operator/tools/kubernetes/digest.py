@@ -30,9 +30,7 @@ KEEP_TAIL = 25
 # A template (a line with its variable parts masked) is clustered from this many occurrences on.
 CLUSTER_FROM = 4
 
-_TIMESTAMP = re.compile(
-    r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\]?\s*"
-)
+_TIMESTAMP = re.compile(r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\]?\s*")
 # Lines that continue the block above: a stack frame, a "Caused by", an indented line.
 _CONTINUATION = re.compile(r"^(?:\s+\S|\s*at \S|\s*\.\.\. \d+ (?:more|common frames)|Caused by:|\s*File \")")
 _SIGNAL = re.compile(
@@ -65,7 +63,7 @@ def _split(line: str) -> tuple[str | None, str]:
     match = _TIMESTAMP.match(line)
     if not match:
         return None, line
-    return match.group(1), line[match.end():]
+    return match.group(1), line[match.end() :]
 
 
 def _short(ts: str | None) -> str:
@@ -143,6 +141,8 @@ def digest_log(text: str, *, keep_tail: int = KEEP_TAIL, min_lines: int = DIGEST
     out.extend(tail)
     if len(out) >= len(lines):
         return text
-    header = (f"[log digest: {len(lines)} lines shown as {len(out)}; repeated lines and blocks are "
-              f"counted, errors and the last {len(tail)} lines are verbatim; raw=true for the raw lines]")
+    header = (
+        f"[log digest: {len(lines)} lines shown as {len(out)}; repeated lines and blocks are "
+        f"counted, errors and the last {len(tail)} lines are verbatim; raw=true for the raw lines]"
+    )
     return header + "\n" + "\n".join(out)

@@ -73,12 +73,19 @@ def human_duration(seconds: int) -> str:
     return f"{days // 365}y{days % 365}d"
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_rows: int = MAX_ROWS,
-                 last_cell_limit: int = CELL_LIMIT) -> str:
+def render_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    max_rows: int = MAX_ROWS,
+    last_cell_limit: int = CELL_LIMIT,
+) -> str:
     """Left-aligned columns separated by three spaces, like kubectl's printer. The last column
     may be given more room (Event messages: their cause is often at the end)."""
-    shown = [[_cell(c, last_cell_limit if i == len(row) - 1 else CELL_LIMIT) for i, c in enumerate(row)]
-             for row in rows[:max_rows]]
+    shown = [
+        [_cell(c, last_cell_limit if i == len(row) - 1 else CELL_LIMIT) for i, c in enumerate(row)]
+        for row in rows[:max_rows]
+    ]
     widths = [len(h) for h in headers]
     for row in shown:
         for i, cell in enumerate(row):
@@ -101,7 +108,7 @@ def _cell(value: Any, limit: int = CELL_LIMIT) -> str:
         return text
     # keep both ends: an error's context is at the start, its cause usually at the end
     head = limit // 3
-    return text[:head] + " ... " + text[-(limit - head - 5):]
+    return text[:head] + " ... " + text[-(limit - head - 5) :]
 
 
 def format_labels(labels: dict[str, str] | None) -> str:
@@ -171,8 +178,14 @@ def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: event_time(e) or floor)
 
 
-def events_table(events: list[dict[str, Any]], *, with_object: bool = True, with_namespace: bool = False,
-                 limit: int = 100, indent: str = "") -> str:
+def events_table(
+    events: list[dict[str, Any]],
+    *,
+    with_object: bool = True,
+    with_namespace: bool = False,
+    limit: int = 100,
+    indent: str = "",
+) -> str:
     """Oldest first, newest last (what matters most ends up nearest the model's next turn).
 
     Over `limit`, the oldest Normal events go first: a Warning is what an investigation looks
@@ -201,11 +214,18 @@ def events_table(events: list[dict[str, Any]], *, with_object: bool = True, with
             row.insert(0, (e.get("metadata") or {}).get("namespace"))
         if with_object:
             row.append(f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}")
-        row += [source.get("component") or e.get("reportingComponent") or "", (e.get("message") or e.get("note") or "").strip()]
+        row += [
+            source.get("component") or e.get("reportingComponent") or "",
+            (e.get("message") or e.get("note") or "").strip(),
+        ]
         rows.append(row)
     text = render_table(headers, rows, max_rows=limit, last_cell_limit=EVENT_MESSAGE_LIMIT)
     if dropped:
-        kinds = "all Normal" if dropped_normal == dropped else f"{dropped_normal} Normal, {dropped - dropped_normal} Warning"
+        kinds = (
+            "all Normal"
+            if dropped_normal == dropped
+            else f"{dropped_normal} Normal, {dropped - dropped_normal} Warning"
+        )
         text = f"[{dropped} older events not shown: {kinds}]\n" + text
     if indent:
         text = "\n".join(indent + line for line in text.splitlines())

@@ -66,9 +66,12 @@ def troubled_containers(pod: dict[str, Any], *, previous: bool) -> list[str]:
         if previous:
             if last:
                 troubled.append(status["name"])
-        elif (last or (status.get("restartCount") or 0) > 0
-              or waiting.get("reason") in ("CrashLoopBackOff", "Error", "RunContainerError")
-              or (terminated and terminated.get("exitCode") not in (0, None))):
+        elif (
+            last
+            or (status.get("restartCount") or 0) > 0
+            or waiting.get("reason") in ("CrashLoopBackOff", "Error", "RunContainerError")
+            or (terminated and terminated.get("exitCode") not in (0, None))
+        ):
             troubled.append(status["name"])
     return troubled
 
@@ -204,9 +207,14 @@ class _KubeTools:
         owned = [r for r in items if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])]
         if not owned:
             return "ReplicaSets:       <none>"
-        owned.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", 0)))
-        parts = [f"{r['metadata']['name']} ({(r.get('status') or {}).get('replicas', 0)}/{(r.get('spec') or {}).get('replicas', 0)} replicas, "
-                 f"revision {(r['metadata'].get('annotations') or {}).get('deployment.kubernetes.io/revision', '?')})" for r in owned[-3:]]
+        owned.sort(
+            key=lambda r: int((r["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", 0))
+        )
+        parts = [
+            f"{r['metadata']['name']} ({(r.get('status') or {}).get('replicas', 0)}/{(r.get('spec') or {}).get('replicas', 0)} replicas, "
+            f"revision {(r['metadata'].get('annotations') or {}).get('deployment.kubernetes.io/revision', '?')})"
+            for r in owned[-3:]
+        ]
         return "ReplicaSets:       " + "; ".join(parts)
 
     async def events(self, p: Params) -> str:
@@ -247,11 +255,17 @@ class _KubeTools:
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         init_names = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         if container and container not in names + init_names:
-            raise ToolInputError(f"container '{container}' is not in pod {pod_name}; containers: {', '.join(names + init_names)}")
+            raise ToolInputError(
+                f"container '{container}' is not in pod {pod_name}; containers: {', '.join(names + init_names)}"
+            )
         targets = [container] if container else troubled_containers(pod, previous=previous) or names
         others = [n for n in names if n not in targets]
-        query = {"tailLines": tail, "sinceSeconds": since, "previous": "true" if previous else None,
-                 "limitBytes": _LOG_LIMIT_BYTES}
+        query = {
+            "tailLines": tail,
+            "sinceSeconds": since,
+            "previous": "true" if previous else None,
+            "limitBytes": _LOG_LIMIT_BYTES,
+        }
         path = pods.path(namespace, pod_name, "log")
 
         async def one(c: str) -> str:
@@ -270,14 +284,21 @@ class _KubeTools:
             return text if raw else digest_log(text)
 
         results = await asyncio.gather(*(one(c) for c in targets))
-        note = (f"\n[other containers, not shown: {', '.join(others)} — pass container=NAME for their logs]"
-                if others else "")
+        note = (
+            f"\n[other containers, not shown: {', '.join(others)} — pass container=NAME for their logs]"
+            if others
+            else ""
+        )
         if len(targets) == 1:
             if results[0].startswith("<error: "):
                 raise KubeError(results[0][8:-1])
             return results[0] + note
-        return "\n\n".join(f"==> container {c}{' (previous)' if previous else ''} <==\n{text}"
-                           for c, text in zip(targets, results)) + note
+        return (
+            "\n\n".join(
+                f"==> container {c}{' (previous)' if previous else ''} <==\n{text}" for c, text in zip(targets, results)
+            )
+            + note
+        )
 
     # --- top ---------------------------------------------------------------------------------
 
@@ -288,7 +309,9 @@ class _KubeTools:
         namespace = p.name("namespace", required=False)
         if not await self._metrics_available():
             return ToolOutput(status="error", error=_NO_METRICS)
-        path = "/apis/metrics.k8s.io/v1beta1" + (f"/namespaces/{quote(namespace, safe='')}" if namespace else "") + "/pods"
+        path = (
+            "/apis/metrics.k8s.io/v1beta1" + (f"/namespaces/{quote(namespace, safe='')}" if namespace else "") + "/pods"
+        )
         data = await self.api.get_json(path)
         return format_top_pods(data.get("items") or [], with_namespace=not namespace)
 
@@ -332,8 +355,15 @@ def format_top_nodes(items: list[dict[str, Any]], allocatable: dict[str, dict[st
         cpu, mem = quantity(item["usage"].get("cpu", 0)), quantity(item["usage"].get("memory", 0))
         alloc = allocatable.get(name, {})
         a_cpu, a_mem = quantity(alloc.get("cpu", 0)), quantity(alloc.get("memory", 0))
-        rows.append([name, format_cpu(cpu), f"{int(cpu * 100 / a_cpu)}%" if a_cpu else "<unknown>",
-                     format_memory(mem), f"{int(mem * 100 / a_mem)}%" if a_mem else "<unknown>"])
+        rows.append(
+            [
+                name,
+                format_cpu(cpu),
+                f"{int(cpu * 100 / a_cpu)}%" if a_cpu else "<unknown>",
+                format_memory(mem),
+                f"{int(mem * 100 / a_mem)}%" if a_mem else "<unknown>",
+            ]
+        )
     if not rows:
         return "No node metrics found."
     return render_table(["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"], rows)
@@ -363,39 +393,56 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
     `namespaces`: the run's scope; lists across namespaces then cover exactly those."""
     k = _KubeTools(ScopedKubeApi(api_client, namespaces) if namespaces else KubeApi(api_client))
     changes = WhatChanged(k.api)
-    logs_schema = schema(["pod_name", "namespace"], pod_name=S, namespace=NS,
-                         container={"type": "string",
-                                    "description": "default: the crashed or restarting containers, else all"},
-                         tail={"type": "integer", "description": f"lines to read, default {_DEFAULT_DIGEST_TAIL} "
-                                                                 f"({_DEFAULT_TAIL} with raw)"},
-                         since={"type": "string", "description": "e.g. 15m, 2h"},
-                         grep={"type": "string", "description": "only lines containing this text (case-insensitive)"},
-                         raw={"type": "boolean", "description": "the lines as they are, not a digest "
-                                                                "(repeats counted, errors and the last lines kept)"})
+    logs_schema = schema(
+        ["pod_name", "namespace"],
+        pod_name=S,
+        namespace=NS,
+        container={"type": "string", "description": "default: the crashed or restarting containers, else all"},
+        tail={
+            "type": "integer",
+            "description": f"lines to read, default {_DEFAULT_DIGEST_TAIL} ({_DEFAULT_TAIL} with raw)",
+        },
+        since={"type": "string", "description": "e.g. 15m, 2h"},
+        grep={"type": "string", "description": "only lines containing this text (case-insensitive)"},
+        raw={
+            "type": "boolean",
+            "description": "the lines as they are, not a digest (repeats counted, errors and the last lines kept)",
+        },
+    )
 
     def logs_line(prev: bool) -> Any:
-        return lambda p: (f"kubectl logs{' --previous' if prev else ''} {p.opt_str('pod_name')}{_ns_flag(p)}"
-                          f"{' -c ' + p.opt_str('container') if p.opt_str('container') else ''}")
+        return lambda p: (
+            f"kubectl logs{' --previous' if prev else ''} {p.opt_str('pod_name')}{_ns_flag(p)}"
+            f"{' -c ' + p.opt_str('container') if p.opt_str('container') else ''}"
+        )
 
     tools: list[Tool] = [
         FunctionTool(
-            "kubectl_describe", "Describe a resource with its events (kubectl describe).",
-            schema(["kind", "name"], kind=KIND, name=S, namespace=NS), k.describe,
+            "kubectl_describe",
+            "Describe a resource with its events (kubectl describe).",
+            schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
+            k.describe,
             lambda p: f"kubectl describe {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)}",
         ),
         FunctionTool(
-            "kubectl_get_by_name", "Get one resource as a wide table row with labels.",
-            schema(["kind", "name"], kind=KIND, name=S, namespace=NS), k.get_by_name,
+            "kubectl_get_by_name",
+            "Get one resource as a wide table row with labels.",
+            schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
+            k.get_by_name,
             lambda p: f"kubectl get {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)} -o wide --show-labels",
         ),
         FunctionTool(
-            "kubectl_get_by_kind_in_namespace", "List resources of a kind in a namespace.",
-            schema(["kind", "namespace"], kind=KIND, namespace=NS), k.get_in_namespace,
+            "kubectl_get_by_kind_in_namespace",
+            "List resources of a kind in a namespace.",
+            schema(["kind", "namespace"], kind=KIND, namespace=NS),
+            k.get_in_namespace,
             lambda p: f"kubectl get {p.opt_str('kind')}{_ns_flag(p)} -o wide --show-labels",
         ),
         FunctionTool(
-            "kubectl_get_by_kind_in_cluster", "List resources of a kind in all namespaces.",
-            schema(["kind"], kind=KIND), k.get_in_cluster,
+            "kubectl_get_by_kind_in_cluster",
+            "List resources of a kind in all namespaces.",
+            schema(["kind"], kind=KIND),
+            k.get_in_cluster,
             lambda p: f"kubectl get {p.opt_str('kind')} -A -o wide --show-labels",
         ),
         FunctionTool(
@@ -403,43 +450,78 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             "Find resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains a "
             "keyword (case-insensitive): a name, namespace, label, or a column value such as a status "
             "(CrashLoopBackOff, Pending, ImagePullBackOff), an image or a node.",
-            schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}), k.find,
-            lambda p: f"kubectl get {p.opt_str('kind') or 'all'} -A -o wide --show-labels | grep -i {p.opt_str('keyword')}",
+            schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}),
+            k.find,
+            lambda p: (
+                f"kubectl get {p.opt_str('kind') or 'all'} -A -o wide --show-labels | grep -i {p.opt_str('keyword')}"
+            ),
         ),
         FunctionTool(
-            "kubectl_get_yaml", "Get a resource's full YAML (credentials masked).",
-            schema(["kind", "name"], kind=KIND, name=S, namespace=NS), k.get_yaml,
+            "kubectl_get_yaml",
+            "Get a resource's full YAML (credentials masked).",
+            schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
+            k.get_yaml,
             lambda p: f"kubectl get {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)} -o yaml",
         ),
         FunctionTool(
-            "kubectl_events", "Events sorted by time, for one object (kind+name) or a namespace; all namespaces if omitted.",
-            schema(None, namespace=NS, kind=S, name=S), k.events,
-            lambda p: (f"kubectl events{_ns_flag(p) or ' -A'}"
-                       + (f" --for {p.opt_str('kind') or 'pod'}/{p.opt_str('name')}" if p.opt_str("name") else "")),
-        ),
-        FunctionTool("kubectl_logs", "Logs of a pod's current containers.", logs_schema,
-                     lambda p: k.logs(p, previous=False), logs_line(False), keep="tail"),
-        FunctionTool("kubectl_previous_logs", "Logs of a pod's previous (crashed) containers.", logs_schema,
-                     lambda p: k.logs(p, previous=True), logs_line(True), keep="tail"),
-        FunctionTool(
-            "kubectl_top_pods", "Live pod CPU/memory usage (metrics API).",
-            schema(None, namespace=NS), k.top_pods, lambda p: f"kubectl top pods{_ns_flag(p) or ' -A'}",
+            "kubectl_events",
+            "Events sorted by time, for one object (kind+name) or a namespace; all namespaces if omitted.",
+            schema(None, namespace=NS, kind=S, name=S),
+            k.events,
+            lambda p: (
+                f"kubectl events{_ns_flag(p) or ' -A'}"
+                + (f" --for {p.opt_str('kind') or 'pod'}/{p.opt_str('name')}" if p.opt_str("name") else "")
+            ),
         ),
         FunctionTool(
-            "kubectl_top_nodes", "Live node CPU/memory usage (metrics API).",
-            schema(None), k.top_nodes, lambda p: "kubectl top nodes",
+            "kubectl_logs",
+            "Logs of a pod's current containers.",
+            logs_schema,
+            lambda p: k.logs(p, previous=False),
+            logs_line(False),
+            keep="tail",
+        ),
+        FunctionTool(
+            "kubectl_previous_logs",
+            "Logs of a pod's previous (crashed) containers.",
+            logs_schema,
+            lambda p: k.logs(p, previous=True),
+            logs_line(True),
+            keep="tail",
+        ),
+        FunctionTool(
+            "kubectl_top_pods",
+            "Live pod CPU/memory usage (metrics API).",
+            schema(None, namespace=NS),
+            k.top_pods,
+            lambda p: f"kubectl top pods{_ns_flag(p) or ' -A'}",
+        ),
+        FunctionTool(
+            "kubectl_top_nodes",
+            "Live node CPU/memory usage (metrics API).",
+            schema(None),
+            k.top_nodes,
+            lambda p: "kubectl top nodes",
         ),
         FunctionTool(
             "what_changed",
             "What changed in a namespace (or for one workload) in the last N minutes, newest first: rollouts "
             "with their pod template diff (images, env names, resources, probes, volumes), scaling, modified "
             "ConfigMaps/Services/Ingresses/NetworkPolicies/HPAs/PDBs/RBAC (who, when, which keys), node restarts.",
-            schema(["namespace"], namespace=NS,
-                   minutes={"type": "integer", "description": "look back this far, default 60"},
-                   workload={"type": "string", "description": "only what bears on deployment/NAME, statefulset/NAME or daemonset/NAME"}),
+            schema(
+                ["namespace"],
+                namespace=NS,
+                minutes={"type": "integer", "description": "look back this far, default 60"},
+                workload={
+                    "type": "string",
+                    "description": "only what bears on deployment/NAME, statefulset/NAME or daemonset/NAME",
+                },
+            ),
             changes.run,
-            lambda p: (f"what changed in {p.opt_str('namespace')}{' for ' + p.opt_str('workload') if p.opt_str('workload') else ''}"  # type: ignore[operator]
-                       f" (last {p.opt_str('minutes') or '60'}m)"),
+            lambda p: (
+                f"what changed in {p.opt_str('namespace')}{' for ' + p.opt_str('workload') if p.opt_str('workload') else ''}"  # type: ignore[operator]
+                f" (last {p.opt_str('minutes') or '60'}m)"
+            ),
         ),
     ]
     return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS, read_only=True)

@@ -15,7 +15,15 @@ from lestrade.operator.tools.mcp.client import Discovery, McpFailure, ServerConf
 from lestrade.operator.tools.mcp.hub import McpHub, McpServerEntry
 
 __all__ = [
-    "McpToolInfo", "Policy", "Skipped", "build_catalog",
-    "Discovery", "McpFailure", "ServerConfig", "call_tool", "discover",
-    "McpHub", "McpServerEntry",
+    "McpToolInfo",
+    "Policy",
+    "Skipped",
+    "build_catalog",
+    "Discovery",
+    "McpFailure",
+    "ServerConfig",
+    "call_tool",
+    "discover",
+    "McpHub",
+    "McpServerEntry",
 ]

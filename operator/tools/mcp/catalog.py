@@ -159,12 +159,18 @@ def build_catalog(server: str, tools: Sequence[Any], policy: Policy) -> tuple[li
         read_only, destructive = _hint(annotations, "readOnlyHint"), _hint(annotations, "destructiveHint")
         if read_only is True and destructive is None:
             destructive = False  # the spec: destructiveHint is meaningful only when not read-only
-        offered.append(McpToolInfo(
-            tool=tool, name=name,
-            description=clean_text(getattr(raw, "description", "") or getattr(raw, "title", "") or "", MAX_DESCRIPTION),
-            parameters=dict(schema),  # type: ignore[arg-type]
-            read_only=read_only, destructive=destructive,
-            approval=policy.approval(tool, read_only, destructive),
-            trusted_read_only=policy.trust_hints and read_only is True and destructive is not True,
-        ))
+        offered.append(
+            McpToolInfo(
+                tool=tool,
+                name=name,
+                description=clean_text(
+                    getattr(raw, "description", "") or getattr(raw, "title", "") or "", MAX_DESCRIPTION
+                ),
+                parameters=dict(schema),  # type: ignore[arg-type]
+                read_only=read_only,
+                destructive=destructive,
+                approval=policy.approval(tool, read_only, destructive),
+                trusted_read_only=policy.trust_hints and read_only is True and destructive is not True,
+            )
+        )
     return offered, skipped

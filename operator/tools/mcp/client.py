@@ -101,8 +101,10 @@ def _http_client_factory(config: ServerConfig, overflow: Any = None) -> Any:
         async def handle_async_request(self, request: Any) -> Any:
             response = await self._inner.handle_async_request(request)
             return httpx.Response(
-                status_code=response.status_code, headers=response.headers,
-                stream=_CappedStream(response.stream), extensions=response.extensions,
+                status_code=response.status_code,
+                headers=response.headers,
+                stream=_CappedStream(response.stream),
+                extensions=response.extensions,
             )
 
         async def aclose(self) -> None:
@@ -110,7 +112,10 @@ def _http_client_factory(config: ServerConfig, overflow: Any = None) -> Any:
 
     def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
         return httpx.AsyncClient(
-            headers=headers, auth=auth, transport=_CappedTransport(), follow_redirects=False,
+            headers=headers,
+            auth=auth,
+            transport=_CappedTransport(),
+            follow_redirects=False,
             timeout=timeout or httpx.Timeout(config.connect_timeout, read=config.call_timeout),
         )
 
@@ -177,20 +182,29 @@ class _Session:
         self._stack = contextlib.AsyncExitStack()
         try:
             if config.transport == "SSE":
-                read, write = await self._stack.enter_async_context(sse_client(
-                    config.url, headers=dict(config.headers), timeout=config.connect_timeout,
-                    sse_read_timeout=max(config.call_timeout, config.connect_timeout),
-                    httpx_client_factory=factory,
-                ))
+                read, write = await self._stack.enter_async_context(
+                    sse_client(
+                        config.url,
+                        headers=dict(config.headers),
+                        timeout=config.connect_timeout,
+                        sse_read_timeout=max(config.call_timeout, config.connect_timeout),
+                        httpx_client_factory=factory,
+                    )
+                )
             else:
                 client = await self._stack.enter_async_context(factory(dict(config.headers), timeout))
                 read, write, _ = await self._stack.enter_async_context(
-                    streamable_http_client(config.url, http_client=client))
-            session = await self._stack.enter_async_context(ClientSession(
-                read, write, read_timeout_seconds=timedelta(seconds=config.connect_timeout),
-                client_info=Implementation(name=_CLIENT_NAME, version="1"),
-                message_handler=self._incoming,
-            ))
+                    streamable_http_client(config.url, http_client=client)
+                )
+            session = await self._stack.enter_async_context(
+                ClientSession(
+                    read,
+                    write,
+                    read_timeout_seconds=timedelta(seconds=config.connect_timeout),
+                    client_info=Implementation(name=_CLIENT_NAME, version="1"),
+                    message_handler=self._incoming,
+                )
+            )
             init = await self.race(session.initialize())
             info = init.serverInfo
             self.server = f"{info.name} {info.version}".strip()[:128]
@@ -250,11 +264,12 @@ async def call_tool(config: ServerConfig, tool: str, arguments: dict[str, Any]) 
     async def work(session: Any) -> Any:
         # send_request, not session.call_tool: that one lists every tool again to validate
         # structured output, a second round trip (and a second answer to distrust) per call.
-        request = types.ClientRequest(types.CallToolRequest(
-            params=types.CallToolRequestParams(name=tool, arguments=arguments)))
+        request = types.ClientRequest(
+            types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+        )
         return await session.send_request(
-            request, types.CallToolResult,
-            request_read_timeout_seconds=timedelta(seconds=config.call_timeout))
+            request, types.CallToolResult, request_read_timeout_seconds=timedelta(seconds=config.call_timeout)
+        )
 
     _, result = await _bounded(config, config.connect_timeout + config.call_timeout, f"calling {tool}", work)
     return result

@@ -73,16 +73,16 @@ class McpHub:
         grants = list(shared)
         own = sorted((e for (ns, _), e in self._servers.items() if ns == namespace), key=lambda e: e.name)
         others = sorted(
-            (e for (ns, n), e in self._servers.items()
-             if ns != namespace and any(g.covers(ns, n) for g in grants)),
+            (e for (ns, n), e in self._servers.items() if ns != namespace and any(g.covers(ns, n) for g in grants)),
             key=lambda e: e.key,
         )
         chosen: list[McpServerEntry] = []
         names: set[str] = set()
         for entry in own + others:
             if entry.name in names:
-                logger.info("MCP server %s not offered to a run in %s: the name %s is taken",
-                            entry.key, namespace, entry.name)
+                logger.info(
+                    "MCP server %s not offered to a run in %s: the name %s is taken", entry.key, namespace, entry.name
+                )
                 continue
             names.add(entry.name)
             chosen.append(entry)
@@ -113,6 +113,7 @@ class McpHub:
                 return live.config, live.max_output_chars
 
             tools = [mcp_tool(entry.key, info, current, self.observe) for info in entry.tools]
-            toolsets.append(Toolset(name=f"mcp:{entry.key}", tools=list(tools),
-                                    instructions="" if toolsets else INSTRUCTIONS))
+            toolsets.append(
+                Toolset(name=f"mcp:{entry.key}", tools=list(tools), instructions="" if toolsets else INSTRUCTIONS)
+            )
         return toolsets

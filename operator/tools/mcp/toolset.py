@@ -43,7 +43,9 @@ def render_result(result: Any, limit: int) -> ToolOutput:
             parts.append(str(getattr(item, "text", "")))
         elif kind in ("image", "audio"):
             size = len(str(getattr(item, "data", "") or ""))
-            parts.append(f"[{kind} {clean_text(getattr(item, 'mimeType', ''), 60)}, {size} base64 characters not shown]")
+            parts.append(
+                f"[{kind} {clean_text(getattr(item, 'mimeType', ''), 60)}, {size} base64 characters not shown]"
+            )
         elif kind == "resource":
             resource = getattr(item, "resource", None)
             uri = clean_text(getattr(resource, "uri", ""), 200)

@@ -422,7 +422,20 @@ def test_printer_columns_show_progress(
     conversations.patch_status("cols", {"phase": "Answered", "askedTurns": 2, "answeredTurns": 1, "version": 2})
     table = _table(api_client, namespace, CONVERSATION_PLURAL)
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names == ["Name", "Phase", "Asked", "Answered", "Version", "Tokens", "Model", "Requester", "Message", "Age"]
+    assert names == [
+        "Name",
+        "Phase",
+        "Asked",
+        "Answered",
+        "Version",
+        "Tokens",
+        "Model",
+        "Requester",
+        "Source",
+        "User",
+        "Message",
+        "Age",
+    ]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert (row["Phase"], row["Asked"], row["Answered"], row["Version"]) == ("Answered", 2, 1, 2)
 

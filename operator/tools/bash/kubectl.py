@@ -24,6 +24,8 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from lestrade.operator.tools.bash.grammar import Grammar, NotAllowed, Opt, ParsedArgs, grammar, parse_args
+from lestrade.operator.tools.bash.kubectl_output import BOOL_LETTERS as _BOOL_LETTERS
+from lestrade.operator.tools.bash.kubectl_output import KNOWN_VALUE_FLAGS as _KNOWN_VALUE_FLAGS
 from lestrade.operator.tools.bash.kubectl_output import format_refusal
 
 __all__ = ["kubectl_forbidden", "kubectl_read_only"]
@@ -48,34 +50,7 @@ _IDENTITY_FLAGS = (
     "--kuberc",
     "--kube",
 )
-# Short switches of kubectl; any other letter takes a value, which ends the cluster
-# (`-nsecret` is a namespace), or kubectl rejects it.
-_BOOL_LETTERS = set("AwpRhqit")
 _SAFE_OUTPUTS = {"name", "wide"}
-# Flags whose value is certainly not a resource (so a namespace called `all` is not one).
-_KNOWN_VALUE_FLAGS = {
-    "-n",
-    "--namespace",
-    "-l",
-    "--selector",
-    "--field-selector",
-    "-c",
-    "--container",
-    "-L",
-    "--label-columns",
-    "--tail",
-    "--since",
-    "--since-time",
-    "--request-timeout",
-    "--chunk-size",
-    "--max-log-requests",
-    "--limit-bytes",
-    "--timeout",
-    "--revision",
-    "--api-version",
-    "--api-group",
-    "--types",
-}
 
 
 def _identity_flag(token: str) -> str | None:

@@ -35,30 +35,37 @@ __all__ = ["OutputPlan", "KubectlOutputRefused", "output_plan", "format_refusal"
 
 TABLE_FORMATS = frozenset({"", "name", "wide"})
 _RENDERED = ("json", "yaml", "kyaml", "jsonpath", "jsonpath-as-json", "custom-columns")
-_BOOL_LETTERS = set("AwpRhqit")
+BOOL_LETTERS = frozenset("AwpRhqit")
+"""Short switches of kubectl; any other letter takes a value (`-nsecret` is a namespace)."""
+KNOWN_VALUE_FLAGS = frozenset(
+    {
+        "-n",
+        "--namespace",
+        "-l",
+        "--selector",
+        "--field-selector",
+        "-c",
+        "--container",
+        "-L",
+        "--label-columns",
+        "--tail",
+        "--since",
+        "--since-time",
+        "--request-timeout",
+        "--chunk-size",
+        "--max-log-requests",
+        "--limit-bytes",
+        "--timeout",
+        "--revision",
+        "--api-version",
+        "--api-group",
+        "--types",
+    }
+)
+"""Flags whose value is the next word and certainly not a resource (so a namespace called `all`
+is not one); shared with the bash tool's kubectl policy."""
 # Flags whose value is the next word (so that word is not taken for an output flag).
-_VALUE_FLAGS = {
-    "-n",
-    "--namespace",
-    "-l",
-    "--selector",
-    "--field-selector",
-    "-c",
-    "--container",
-    "-L",
-    "--label-columns",
-    "--tail",
-    "--since",
-    "--since-time",
-    "--request-timeout",
-    "--chunk-size",
-    "--max-log-requests",
-    "--limit-bytes",
-    "--timeout",
-    "--revision",
-    "--api-version",
-    "--api-group",
-    "--types",
+_VALUE_FLAGS = KNOWN_VALUE_FLAGS | {
     "--sort-by",
     "--raw",
     "--filename",
@@ -133,7 +140,7 @@ def _split(tokens: list[str]) -> tuple[list[str], list[str], str | None, bool]:
         if token.startswith("-") and len(token) > 1:
             letters = ""
             for pos, letter in enumerate(token[1:], start=1):
-                if letter in _BOOL_LETTERS:
+                if letter in BOOL_LETTERS:
                     letters += letter
                     continue
                 rest = token[pos + 1 :]

@@ -57,6 +57,7 @@ class LocalOnly:
                 "Host",
                 f"{host!r} is not a loopback name; with authentication off the "
                 "API answers only http://127.0.0.1 or http://localhost (DNS rebinding)",
+                path=scope["path"],
             )
             return
         origin = headers.get(b"origin")
@@ -69,6 +70,7 @@ class LocalOnly:
                     "Origin",
                     f"{origin.decode('latin-1')!r}: with authentication off "
                     "the API refuses requests from web pages of other sites",
+                    path=scope["path"],
                 )
                 return
         if scope["method"] in ("POST", "PUT", "PATCH"):
@@ -80,13 +82,24 @@ class LocalOnly:
                     "Content-Type",
                     "with authentication off, request bodies must be sent "
                     "as 'Content-Type: application/json' (curl: -H 'Content-Type: application/json')",
+                    path=scope["path"],
                 )
                 return
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send, status: int, field: str, message: str) -> None:
-    body = json.dumps({"detail": f"{field}: {message}"}).encode()
+async def _refuse(send: Send, status: int, field: str, message: str, path: str = "") -> None:
+    """The refusal in the error shape of the API the path belongs to: reference 004's `{error,
+    message}` under /v1, 003's `{error}` for /chat, `{detail}` (FastAPI's) elsewhere."""
+    text = f"{field}: {message}"
+    if path.startswith("/v1/"):
+        code = "unsupported_media_type" if status == 415 else "forbidden"
+        payload: dict[str, str] = {"error": code, "message": text}
+    elif path == "/chat" or path.startswith("/chat/"):
+        payload = {"error": text}
+    else:
+        payload = {"detail": text}
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",

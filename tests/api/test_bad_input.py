@@ -21,7 +21,7 @@ def api(stack: Any, scenario_name: str) -> Any:
 def refused(response: httpx.Response, status: int, field: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     body = response.json()
-    text = str(body["detail"])
+    text = str(body.get("detail") or body.get("message") or body.get("error"))
     assert field in text, f"{field!r} not named in {text}"
     return body
 
@@ -180,6 +180,19 @@ def test_without_authentication_only_local_pages_and_names_are_answered(
         response = httpx.request(method, f"{api.base}{path}", json={"ask": "hi"}, headers=headers)
         refused(response, 403, field)
     assert httpx.get(f"{api.base}/api/model", headers={"Origin": api.base, "Host": "localhost"}).status_code == 200
+
+
+def test_without_authentication_refusals_keep_each_reference_documents_error_shape(api: Any) -> None:
+    """The context store (004) answers `{error, message}` and the harness API (003) `{error}`,
+    also when the browser guard refuses; the HolmesGPT endpoints FastAPI's `{detail}`."""
+    form = {"Content-Type": "text/plain"}
+    store = httpx.put(f"{api.base}/v1/contexts/x", content=b"{}", headers=form)
+    assert store.status_code == 415 and set(store.json()) == {"error", "message"}, store.text
+    assert store.json()["error"] == "unsupported_media_type" and "Content-Type" in store.json()["message"]
+    harness = httpx.post(f"{api.base}/chat", content=b"{}", headers=form)
+    assert harness.status_code == 415 and set(harness.json()) == {"error"}, harness.text
+    holmes = httpx.post(f"{api.base}/api/chat", content=b"{}", headers=form)
+    assert holmes.status_code == 415 and set(holmes.json()) == {"detail"}, holmes.text
 
 
 def test_bodies_over_the_size_limit(api: Any) -> None:

@@ -28,7 +28,7 @@ QUICKSTARTS = ("## Quickstart with kubectl", "## Quickstart with HTTP (HolmesGPT
 TEMPLATES = {  # commands with placeholders, shown for the reader to fill in
     "kubectl get inv NAME -o jsonpath='{.status.pendingApprovals}'",
     'kubectl patch inv NAME --type merge -p \'{"spec":{"decisions":{"CALL_ID":{"approved":true}}}}\'',
-    'curl -s localhost:8080/chat/relay/RELAY_ID -d \'{"sessionId": "harness-...", "response": {"approved": true, "always": true}}\'',
+    'curl -s -H "$J" localhost:8080/chat/relay/RELAY_ID -d \'{"sessionId": "harness-...", "response": {"approved": true, "always": true}}\'',
 }
 
 
@@ -92,8 +92,8 @@ class Shell:
         return "\n".join([*self.exports, command])
 
     def __call__(self, command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        if command.startswith("export "):
-            self.exports.append(command)
+        if command.startswith("export ") or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command):
+            self.exports.append(command)  # exports and shell variables (J=...) carry over
         return subprocess.run(
             ["bash", "-c", self._script(command)],
             cwd=self.run.workdir,
@@ -147,7 +147,8 @@ def expectations(shell: Shell, readme: str) -> dict[str, Callable[[str], None]]:
     def crds(c: str) -> None:
         out = ok(shell(c))
         for name in comment_of(readme, c).split(", "):
-            assert name in out, out
+            if name.strip() != "...":  # the README may list a few and end with "..."
+                assert name in out, out
 
     def readyz(c: str) -> None:
         assert json_of(ok(shell(c)))["status"] == "ready"
@@ -209,6 +210,7 @@ def expectations(shell: Shell, readme: str) -> dict[str, Callable[[str], None]]:
     return {
         "export KUBECONFIG=": applied,
         "export PATH=": applied,
+        "J=": applied,
         "kubectl get crd": crds,
         "kubectl get lestrade": applied,
         "curl -s localhost:8080/readyz": readyz,
@@ -251,7 +253,9 @@ def test_every_quickstart_command_answers_as_the_readme_says(running_readme: Run
     for command in found:
         if command in TEMPLATES:
             continue
-        check = next((f for prefix, f in checks.items() if command.startswith(prefix)), None)
+        # `-H "$J"` (the JSON Content-Type the README's curl commands send) does not change what is asked
+        plain = command.replace(' -H "$J"', "")
+        check = next((f for prefix, f in checks.items() if plain.startswith(prefix)), None)
         assert check is not None, f"the README's {command!r} has no expectation in this test: add one"
         check(command)
         ran.append(command)
@@ -305,7 +309,13 @@ def test_the_alert_route_example_works_as_its_header_says(running_readme: Run) -
             }
         ],
     }
-    posted = ok(shell(f"curl -s localhost:8080/api/alertmanager -d {shlex.quote(json.dumps(alert))}"))
+    # as Alertmanager sends it: a JSON body that says so (the API refuses others with auth off)
+    posted = ok(
+        shell(
+            "curl -s -H 'Content-Type: application/json' localhost:8080/api/alertmanager "
+            f"-d {shlex.quote(json.dumps(alert))}"
+        )
+    )
     assert json_of(posted)["created"] == 1, posted
     listing = ok(shell(get_investigations))
     assert len(listing.splitlines()) == 2 and "crashlooping-pods" in listing.splitlines()[1], listing

@@ -100,6 +100,18 @@ def run(state_dir: Path = STATE_DIR) -> int:
 
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
             install_crds(api, wait=True, timeout=60)
+            # Established is not yet served everywhere: a create right after can get "kind not
+            # found" (ServiceUnavailable). Ready only once the apiserver lists them.
+            from kubernetes import client as k8s_client
+
+            custom = k8s_client.CustomObjectsApi(api)
+            wait_until(
+                "the apiserver to serve the Lestrade resources",
+                lambda: (
+                    custom.list_cluster_custom_object("lestrade.dev", "v1alpha1", "investigations", limit=1) is not None
+                ),
+                60,
+            )
             server = api.configuration.host
             # The tools act as this read-only account, never with the admin kubeconfig.
             tools_account = ensure_tools_account(api)

@@ -74,6 +74,32 @@ def _link_kubectl(state_dir: Path) -> Path:
     return bin_dir
 
 
+def _accepts_an_investigation(kubeconfig: Path, *, stamped: bool) -> bool:
+    """A dry-run create of an Investigation, through every admission step a user's create takes.
+
+    The operator installs the requester policy as it starts; until the apiserver has loaded it
+    (and the CRD's schema it applies to), a create either fails with "Resource kind ... not
+    found" (ServiceUnavailable) or is not stamped with its creator. Neither is a ready cluster:
+    the newcomer's first `kubectl apply` would meet it. `stamped`: the local control plane has
+    the policy's beta API on; a current cluster may not (the validating policy then suffices)."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
+
+    body = {
+        "apiVersion": "lestrade.dev/v1alpha1",
+        "kind": "Investigation",
+        "metadata": {"generateName": "lestrade-ready-probe-"},
+        "spec": {"title": "readiness probe of lestrade run (dry run, never stored)"},
+    }
+    with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        created = k8s_client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "lestrade.dev", "v1alpha1", "default", "investigations", body, dry_run="All"
+        )
+    return not stamped or REQUESTED_BY_ANNOTATION in (created.get("metadata", {}).get("annotations") or {})
+
+
 def run(state_dir: Path = STATE_DIR) -> int:
     state_dir.mkdir(exist_ok=True)
     logs = (state_dir / "logs").resolve()
@@ -100,18 +126,6 @@ def run(state_dir: Path = STATE_DIR) -> int:
 
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
             install_crds(api, wait=True, timeout=60)
-            # Established is not yet served everywhere: a create right after can get "kind not
-            # found" (ServiceUnavailable). Ready only once the apiserver lists them.
-            from kubernetes import client as k8s_client
-
-            custom = k8s_client.CustomObjectsApi(api)
-            wait_until(
-                "the apiserver to serve the Lestrade resources",
-                lambda: (
-                    custom.list_cluster_custom_object("lestrade.dev", "v1alpha1", "investigations", limit=1) is not None
-                ),
-                60,
-            )
             server = api.configuration.host
             # The tools act as this read-only account, never with the admin kubeconfig.
             tools_account = ensure_tools_account(api)
@@ -155,6 +169,12 @@ def run(state_dir: Path = STATE_DIR) -> int:
         children.append(_python("lestrade.api", logs / "api.log", env))
         host, port = api_bind(env)
         wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60, watch=children)
+        wait_until(
+            "the cluster to accept an Investigation and record who asked",
+            lambda: _accepts_an_investigation(kubeconfig, stamped=cluster is not None),
+            60,
+            watch=children,
+        )
         print(
             f"""
 Lestrade is running (Ctrl-C stops everything).

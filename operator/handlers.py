@@ -137,7 +137,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         if ctx.ownership is not None:
             ctx.ownership.touched(uid)
         settings = ctx.engine.settings
-        if type != "DELETED" and settings.select_idle_conversations and not settings.job_mode:
+        if type != "DELETED" and settings.runs.select_idle_conversations and not settings.jobs.enabled:
             view = view_of(body)
             if isinstance(view, ConversationView) and not view.has_work():
                 # Idle with no daemon to say so (answered before this operator started):

@@ -78,8 +78,8 @@ class Ownership:
     def __init__(self, engine: Engine, membership: Membership) -> None:
         self.engine = engine
         self.membership = membership
-        self.limit = engine.settings.concurrency
-        self.handoff = engine.settings.claim_handoff
+        self.limit = engine.settings.runs.concurrency
+        self.handoff = engine.settings.replicas.claim_handoff
         self.owned: dict[str, Mapping[str, Any]] = {}  # uid -> the live body
         self.paused: set[str] = set()  # owned uids waiting for a decision
         self.claiming = 0

@@ -86,7 +86,7 @@ def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> Stat
         engine.kube,
         resource_path(view.plural, view.ref.namespace, view.ref.name),
         view.status,
-        interval=engine.status_interval if progress else engine.settings.status_interval,
+        interval=engine.status_interval if progress else engine.settings.status.interval,
         generation=view.ref.generation,
     )
 
@@ -122,14 +122,14 @@ class _Attempt:
         self.ref = view.ref
         self.writer = writer_for(engine, view, progress=True)
         self.projection = projection_for(self.writer, view)
-        self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component)
+        self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component, engine.settings.pod_name)
         self.transcript = Transcript(
-            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.chunk_limit
+            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.status.transcript_chunk_bytes
         )
         self.demo = False
         self.frontend_pause: set[str] = set()
         """Names of the Conversation's pause-mode frontend tools (calls the client runs)."""
-        self.timeout = engine.settings.default_timeout
+        self.timeout = engine.settings.runs.default_timeout
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
@@ -190,7 +190,7 @@ class _Attempt:
 
         started = view.started_at()
         start_time = now_iso() if started is None else to_iso(started)
-        timeout = self.timeout = view.timeout(settings.default_timeout)
+        timeout = self.timeout = view.timeout(settings.runs.default_timeout)
         self.started = (parse_time(start_time) or datetime.now(UTC)).timestamp()
         deadline = self.started + timeout
         if time.time() >= deadline:
@@ -266,7 +266,7 @@ class _Attempt:
         it and to the requester recorded at admission (never anything from the spec)."""
         self.requester = requester_of(self.view.body.get("metadata"))
         # Read without tenancy too: it also says which MCPServers are shared with this run.
-        self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
+        self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.tenancy.scope_policy)
         if not self.engine.tenancy:
             return RunScope(
                 cluster=True,
@@ -316,7 +316,8 @@ class _Attempt:
         conversation = isinstance(self.view, ConversationView)
         prompt = PromptConfig(
             sections=None if conversation else (spec.sections or DEFAULT_SECTIONS),
-            cluster_name=settings.cluster_name,
+            cluster_name=settings.runs.cluster_name,
+            enabled_prompts=settings.enabled_prompts,
             system_prompt_additions="\n\n".join(
                 p for p in (_scope_instructions(self.scope), spec.system_prompt if conversation else None) if p
             )
@@ -326,7 +327,7 @@ class _Attempt:
         # The engine stops model calls and tools at the deadline and says so; the
         # operator's own timeout around `_drive` is the backstop for everything else.
         limits = Limits(
-            max_steps=spec.max_steps or settings.default_max_steps,
+            max_steps=spec.max_steps or settings.runs.default_max_steps,
             timeout=max(1.0, deadline - time.time()),
         )
         if conversation:
@@ -720,7 +721,7 @@ class _Attempt:
             message += ". " + self._lost_approvals_note()
         self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
         spec = self.view.spec
-        max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps
+        max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.runs.default_max_steps
         # Counted and announced before the final write, for the reason given in `fail`.
         metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
         self.recorder.post(reason, message)

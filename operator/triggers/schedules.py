@@ -237,8 +237,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 "uid": meta["uid"],
             },
             engine.component,
+            engine.settings.pod_name,
         )
-        recheck = engine.settings.schedule_recheck
+        recheck = engine.settings.triggers.schedule_recheck
         while not stopped:
             delay = await reconcile(engine.kube, dict(body), recorder, datetime.now(UTC))
             # Wake at the next time (a hair after it), and meanwhile every `recheck` seconds to

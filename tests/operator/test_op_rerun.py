@@ -138,7 +138,7 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
     await transcript.sync()
     await kube.aclose()
 
-    start_operator(scenario_name, default_timeout=10**9)
+    start_operator(scenario_name, runs_default_timeout=10**9)
     done = await asyncio.to_thread(wait_inv, api_client, namespace, "approved", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1

@@ -48,13 +48,13 @@ from lestrade.operator.runs.supervisor import Feeds, Supervisor
 from lestrade.operator.runs.ttl import TtlReaper
 from lestrade.operator.triggers import event_source, route_check, schedules
 from lestrade.resources.constants import GROUP, VERSION
+from lestrade.resources.keys import FINALIZER
 from lestrade.runs.views import KINDS, ConversationView, view_of
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
 
 logger = logging.getLogger(__name__)
 
-FINALIZER = "lestrade.dev/run"
 ANNOTATION_PREFIX = "lestrade.dev"
 
 

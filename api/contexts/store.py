@@ -37,6 +37,9 @@ from lestrade.context.window import Window, plan_window, policy_of
 from lestrade.kube import ApiException, Kube, api_path, is_conflict, is_not_found, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
 from lestrade.resources.conversation import ContextSettings
+from lestrade.resources.keys import CONTEXT_LABEL
+from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION as UPDATED_ANNOTATION
+from lestrade.resources.keys import CONTEXT_WRITE_ANNOTATION as WRITE_ANNOTATION
 from lestrade.runs.transcript import (
     CHUNK_LABEL,
     DEFAULT_CHUNK_LIMIT,
@@ -54,8 +57,6 @@ __all__ = ["ContextError", "ContextStore", "Stored", "DEFAULT_BUDGET", "CONTEXT_
 DEFAULT_BUDGET = 128_000
 """Budget of a context without `token_budget` (the operator uses the model's window then)."""
 
-CONTEXT_LABEL = "lestrade.dev/context"
-"""On Conversations created through `/v1` (any Conversation can be read as a context)."""
 
 DECODED_CACHE_SIZE = 32
 """Decoded transcripts kept per process (shared read-only by the requests that read them)."""
@@ -488,12 +489,6 @@ class ContextStore:
 SEAL_KEY = "sealed"
 """In a transcript chunk no more records go to (not a record key: readers skip it)."""
 
-UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
-"""When the context's settings, metadata or log last changed through `/v1`."""
-
-WRITE_ANNOTATION = "lestrade.dev/context-write"
-"""A new random value at every transcript write through `/v1`, written as the caller first, so
-that the requester admission policy sees each write (operator/admission/requester.py)."""
 
 _SEQ, _PARTS, _ROLE = "__lestrade_seq", "__lestrade_parts", "__lestrade_role"
 

@@ -234,7 +234,7 @@ def investigation_body(scenario: Scenario, model: str, *, max_steps: int) -> dic
         "metadata": {
             "name": scenario.name,
             "namespace": EVAL_NAMESPACE,
-            "labels": {"lestrade.dev/eval": scenario.name},
+            "labels": {EVAL_LABEL: scenario.name},
         },
         "spec": spec,
     }

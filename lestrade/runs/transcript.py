@@ -66,6 +66,8 @@ from enum import StrEnum
 from typing import Any
 
 from lestrade.kube import Kube, api_path, is_conflict
+from lestrade.resources.keys import TRANSCRIPT_CHUNK_LABEL as CHUNK_LABEL
+from lestrade.resources.keys import TRANSCRIPT_LABEL
 
 __all__ = [
     "TranscriptFenced",
@@ -81,8 +83,6 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_LIMIT = 512 * 1024
-TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"
-CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 
 _RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
 _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')

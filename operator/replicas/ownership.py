@@ -40,13 +40,12 @@ from typing import Any
 from lestrade.kube import is_conflict, is_not_found, resource_path
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.replicas.membership import Holder, Membership
+from lestrade.resources.keys import OWNER_ANNOTATION
 from lestrade.runs.views import ConversationView, RunView, view_of
 
 __all__ = ["OWNER_ANNOTATION", "Ownership", "preferred_owner"]
 
 logger = logging.getLogger(__name__)
-
-OWNER_ANNOTATION = "lestrade.dev/owner"
 
 
 def preferred_owner(uid: str, leases: list[str]) -> str | None:

@@ -31,6 +31,7 @@ from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.runs.attempt import Outcome, fail, writer_for
 from lestrade.operator.status.projection import projection_for
 from lestrade.resources.common import FINISHED_PHASES, Phase
+from lestrade.resources.keys import RUN_ANNOTATION, RUN_UID_LABEL
 from lestrade.runs.views import ConversationView, ObjectRef, RunView, view_of
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RUN_UID_LABEL = "lestrade.dev/run-uid"
-RUN_ANNOTATION = "lestrade.dev/run"
 CONTAINER_NAME = "run"
 
 

@@ -36,15 +36,13 @@ from lestrade.resources import (
 )
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import GROUP, SCHEDULED_KIND, SCHEDULED_PLURAL, VERSION
+from lestrade.resources.keys import SCHEDULED_AT_ANNOTATION, SCHEDULED_BY_LABEL
 from lestrade.resources.scheduled import ScheduledInvestigation
 from lestrade.timefmt import parse_time, to_iso
 
 __all__ = ["SCHEDULED_BY_LABEL", "SCHEDULED_AT_ANNOTATION", "reconcile", "register", "ScheduleError"]
 
 logger = logging.getLogger(__name__)
-
-SCHEDULED_BY_LABEL = "lestrade.dev/scheduled-by"
-SCHEDULED_AT_ANNOTATION = "lestrade.dev/scheduled-at"
 
 
 class ScheduleError(ValueError):

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError
-from lestrade.api.holmes.services import services
+from lestrade.api.holmes.services import ServicesDep, services
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import INVESTIGATION_PLURAL
 from lestrade.resources.constants import ALERTROUTE_PLURAL
@@ -162,10 +162,9 @@ async def _routes(kube: Any, api_namespace: str) -> list[dict[str, Any]]:
 
 
 @router.post("/api/alertmanager")
-async def alertmanager(payload: WebhookPayload, request: Request) -> JSONResponse:
+async def alertmanager(payload: WebhookPayload, request: Request, svc: ServicesDep) -> JSONResponse:
     """Alertmanager webhook: firing alerts matching an AlertRoute become Investigations.
     Answers what was matched, created, deduplicated, dropped and resolved, per route."""
-    svc = services(request)
     refusal = await authorize(request, "create", INVESTIGATION_PLURAL)
     if refusal:
         raise ClientError(403, "authorization", refusal)

@@ -20,7 +20,7 @@ import httpx
 from fastapi import APIRouter, Request
 
 from lestrade import __version__
-from lestrade.api.holmes.services import services
+from lestrade.api.holmes.services import ServicesDep
 
 __all__ = ["router", "ToolsetSettings"]
 
@@ -89,9 +89,8 @@ async def toolsets(request: Request) -> list[dict[str, Any]]:
 
 
 @router.get("/api/info")
-async def info(request: Request) -> dict[str, Any]:
+async def info(request: Request, svc: ServicesDep) -> dict[str, Any]:
     """Version, authentication, models and toolsets (with their health) of this server."""
-    svc = services(request)
     auth = getattr(request.app.state, "authenticator", None) is not None
     return {
         "server": "lestrade",

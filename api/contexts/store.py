@@ -28,6 +28,7 @@ import json
 import re
 import uuid
 from collections import OrderedDict, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from lestrade.resources.conversation import ContextSettings
 from lestrade.resources.keys import CONTEXT_LABEL
 from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION as UPDATED_ANNOTATION
 from lestrade.resources.keys import CONTEXT_WRITE_ANNOTATION as WRITE_ANNOTATION
+from lestrade.runs.records import CompactionRecord, MessageRecord
 from lestrade.runs.transcript import (
     CHUNK_LABEL,
     DEFAULT_CHUNK_LIMIT,
@@ -260,12 +262,12 @@ class ContextStore:
         if_version: int | None,
         writer: Any = None,
     ) -> dict[str, int]:
-        def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> MessageRecord:
             seq = len(stored.state.messages) + 1
             chat = to_chat(role, parts, seq)
             tokens = token_count if token_count is not None else estimate(chat)
             return {
-                "t": RecordType.MESSAGE.value,
+                "t": RecordType.MESSAGE,
                 "message": chat,
                 "context": {
                     "role": role,
@@ -286,11 +288,11 @@ class ContextStore:
     async def compact(
         self, name: str, replacement: list[dict[str, Any]], if_version: int | None, writer: Any = None
     ) -> dict[str, int]:
-        def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> CompactionRecord:
             chat = [to_chat(m["role"], m["parts"], 0) for m in replacement]
             before = count_messages(stored.state.working_messages())
             return {
-                "t": RecordType.COMPACTION.value,
+                "t": RecordType.COMPACTION,
                 "at": len(stored.state.messages),
                 "messages": chat,
                 "tokensBefore": before,
@@ -522,10 +524,11 @@ def _message_times(stored: Stored) -> list[str | None]:
     latest = stored.obj["metadata"].get("creationTimestamp")
     times: list[str | None] = []
     for record in stored.state.records:
-        own = record.get("context") if isinstance(record.get("context"), dict) else {}
-        stamp = own.get("insertedAt") or (record.get("at") if isinstance(record.get("at"), str) else None)  # type: ignore[union-attr]
+        fields: Mapping[str, Any] = record  # any kind of record may carry a time
+        own = fields.get("context") if isinstance(fields.get("context"), dict) else {}
+        stamp = own.get("insertedAt") or (fields.get("at") if isinstance(fields.get("at"), str) else None)  # type: ignore[union-attr]
         latest = stamp or latest
-        if record.get("t") == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             times.append(latest)
     return times
 

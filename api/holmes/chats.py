@@ -488,7 +488,7 @@ def _frontend_waiting(view: ConversationView, state: TranscriptState) -> set[str
     return {
         p["toolCallId"]
         for record in state.records[since:]
-        if record.get("t") == RecordType.APPROVAL_NEEDED
+        if record["t"] == RecordType.APPROVAL_NEEDED
         for p in record.get("pending") or []
         if p.get("frontend")
     }

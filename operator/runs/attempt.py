@@ -61,6 +61,16 @@ from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_pol
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
+from lestrade.runs.records import (
+    AgentRecord,
+    AnswerRecord,
+    ApprovalNeededRecord,
+    ErrorRecord,
+    PendingCall,
+    TokensRecord,
+    ToolResultRecord,
+    TurnRecord,
+)
 from lestrade.runs.transcript import RecordType, Transcript, TranscriptFenced
 from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
 from lestrade.timefmt import now_iso, parse_time, to_iso
@@ -154,7 +164,7 @@ class _Attempt:
     async def _fail(self, reason: str, message: str) -> Outcome:
         if self.lost_approvals:
             message += ". " + self._lost_approvals_note()
-        self.transcript.append(RecordType.ERROR, reason=reason, message=message, at=now_iso())
+        self.transcript.append(ErrorRecord(t=RecordType.ERROR, reason=reason, message=message, at=now_iso()))
         await self._sync()
         return await fail(self.projection, self.recorder, reason, message, self.state, self.started)
 
@@ -369,7 +379,7 @@ class _Attempt:
         """A harness session in `rlm` mode (`harness_rlm.py`): the question (and the session's
         system-prompt addition) go to the rlm loop; its answer ends the turn."""
         assert self.harness is not None
-        recorded = [r for r in self.state.since(self.projection.since) if r.get("t") == RecordType.ANSWER]
+        recorded = [r for r in self.state.since(self.projection.since) if r["t"] == RecordType.ANSWER]
         if recorded:  # answered before a restart: finish from the stored answer
             return await self._done(ev.Answer(text=str(recorded[-1].get("text") or "")))
         spec = self.view.spec
@@ -386,12 +396,14 @@ class _Attempt:
         except ModelCallError as exc:
             return await self._fail(exc.reason, exc.message)
         self.transcript.append(
-            RecordType.ANSWER,
-            text=outcome.answer,
-            sections=None,
-            at=now_iso(),
-            reason=outcome.reason,
-            iterations=outcome.iterations,
+            AnswerRecord(
+                t=RecordType.ANSWER,
+                text=outcome.answer,
+                sections=None,
+                at=now_iso(),
+                reason=outcome.reason,
+                iterations=outcome.iterations,
+            )
         )
         return await self._done(ev.Answer(text=outcome.answer))
 
@@ -441,17 +453,19 @@ class _Attempt:
             for call in unresolved_calls(state.working_messages()):
                 status_text = "error"
                 self.transcript.append(
-                    RecordType.TOOL_RESULT,
-                    id=call.id,
-                    name=call.name,
-                    status=status_text,
-                    description="not run",
+                    ToolResultRecord(
+                        t=RecordType.TOOL_RESULT,
+                        id=call.id,
+                        name=call.name,
+                        status=status_text,
+                        description="not run",
+                    )
                 )
                 self.transcript.append_message({"role": "tool", "tool_call_id": call.id, "content": NOT_RUN})
             if not state.turns:
                 # The first turn (messages stored through the context store may precede it).
                 self.transcript.append_message(agent.system_message())
-            self.transcript.append(RecordType.TURN, index=projection.index, at=now_iso())
+            self.transcript.append(TurnRecord(t=RecordType.TURN, index=projection.index, at=now_iso()))
             self.transcript.append_message(self._user_message(agent, projection.index))
         projection.attach(state)
 
@@ -547,7 +561,9 @@ class _Attempt:
                         self._step_called_tools = bool(calls)
                         if self.harness is not None and event.reasoning:
                             # 003's `reasoning` event: kept beside the message, never sent back.
-                            transcript.append(RecordType.AGENT, event="reasoning", content=event.reasoning)
+                            transcript.append(
+                                AgentRecord(t=RecordType.AGENT, event="reasoning", content=event.reasoning)
+                            )
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
@@ -567,12 +583,14 @@ class _Attempt:
                         if event.output == OUTCOME_UNKNOWN:
                             self._outcome_unknown(event)
                         transcript.append(
-                            RecordType.TOOL_RESULT,
-                            id=event.call_id,
-                            name=event.name,
-                            status=status,
-                            description=event.description,
-                            digest=event.digest,
+                            ToolResultRecord(
+                                t=RecordType.TOOL_RESULT,
+                                id=event.call_id,
+                                name=event.name,
+                                status=status,
+                                description=event.description,
+                                digest=event.digest,
+                            )
                         )
                         meter.tool_ended(event.call_id, event.name, status)
                         self._progress()
@@ -583,16 +601,18 @@ class _Attempt:
                             event.prompt_tokens, event.completion_tokens, event.cost or 0.0, cached=event.cached_tokens
                         )
                         transcript.append(
-                            RecordType.TOKENS,
-                            promptTokens=event.prompt_tokens,
-                            completionTokens=event.completion_tokens,
-                            totalTokens=event.total_tokens,
-                            cachedTokens=event.cached_tokens,
-                            cost=event.cost or 0.0,
-                            breakdown=dict(event.breakdown),
-                            maxTokens=event.max_tokens,
-                            maxOutputTokens=event.max_output_tokens,
-                            truncations=[dataclasses.asdict(t) for t in event.truncations],
+                            TokensRecord(
+                                t=RecordType.TOKENS,
+                                promptTokens=event.prompt_tokens,
+                                completionTokens=event.completion_tokens,
+                                totalTokens=event.total_tokens,
+                                cachedTokens=event.cached_tokens,
+                                cost=event.cost or 0.0,
+                                breakdown=dict(event.breakdown),
+                                maxTokens=event.max_tokens,
+                                maxOutputTokens=event.max_output_tokens,
+                                truncations=[dataclasses.asdict(t) for t in event.truncations],
+                            )
                         )
                         self._progress()
                         stop = await self._budget_stop(event.total_tokens, event.cost or 0.0)
@@ -672,20 +692,24 @@ class _Attempt:
             return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"
         return None
 
+    def _pending_call(self, pending: ev.PendingApproval) -> PendingCall:
+        call = PendingCall(
+            toolCallId=pending.tool_call_id,
+            toolName=pending.tool_name,
+            description=pending.description,
+            params=pending.params,
+            digest=pending.digest,
+        )
+        if pending.tool_name in self.frontend_pause:
+            call["frontend"] = True
+        return call
+
     async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
         self.transcript.append(
-            RecordType.APPROVAL_NEEDED,
-            pending=[
-                {
-                    "toolCallId": p.tool_call_id,
-                    "toolName": p.tool_name,
-                    "description": p.description,
-                    "params": p.params,
-                    "digest": p.digest,
-                    **({"frontend": True} if p.tool_name in self.frontend_pause else {}),
-                }
-                for p in pending
-            ],
+            ApprovalNeededRecord(
+                t=RecordType.APPROVAL_NEEDED,
+                pending=[self._pending_call(p) for p in pending],
+            )
         )
         await self._sync()
         ids = [p.tool_call_id for p in pending]
@@ -706,8 +730,10 @@ class _Attempt:
 
     async def _done(self, answer: ev.Answer) -> Outcome:
         state = self.state
-        if not any(r.get("t") == RecordType.ANSWER for r in state.since(self.projection.since)):
-            self.transcript.append(RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
+        if not any(r["t"] == RecordType.ANSWER for r in state.since(self.projection.since)):
+            self.transcript.append(
+                AnswerRecord(t=RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
+            )
         await self._sync()
         facts = self.projection.facts(state, settled=True)
         counts = f"{facts.steps} step(s) and {facts.tool_call_count} tool call(s)"

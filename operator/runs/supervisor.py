@@ -38,6 +38,7 @@ from lestrade.operator.runs.attempt import Outcome, fail, run_attempt, writer_fo
 from lestrade.operator.runs.idle import mark_idle
 from lestrade.operator.runs.jobs import JobRounds
 from lestrade.operator.status.projection import ConversationProjection, projection_for
+from lestrade.runs.records import ErrorRecord
 from lestrade.runs.transcript import RecordType, Transcript
 from lestrade.runs.views import ConversationView, RunView, view_of
 from lestrade.timefmt import now_iso
@@ -228,7 +229,7 @@ class Supervisor:
             else:
                 projection.attach(state)
         if state is not None:
-            transcript.append(RecordType.ERROR, reason="Timeout", message=message, at=now_iso())
+            transcript.append(ErrorRecord(t=RecordType.ERROR, reason="Timeout", message=message, at=now_iso()))
             await transcript.sync()
         await fail(projection, recorder, "Timeout", message, state)
         return projection.writer.last_object

@@ -30,6 +30,7 @@ from lestrade.kube import Kube
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.toolcalls import call_digest
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
+from lestrade.runs.records import ApprovalNeededRecord
 from lestrade.runs.transcript import RecordType, Transcript
 
 
@@ -128,10 +129,18 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
     ]:
         transcript.append_message(message)
     transcript.append(
-        RecordType.APPROVAL_NEEDED,
-        pending=[
-            {"toolCallId": "fix-1", "toolName": "apply_fix", "description": "apply fix", "params": {}, "digest": digest}
-        ],
+        ApprovalNeededRecord(
+            t=RecordType.APPROVAL_NEEDED,
+            pending=[
+                {
+                    "toolCallId": "fix-1",
+                    "toolName": "apply_fix",
+                    "description": "apply fix",
+                    "params": {},
+                    "digest": digest,
+                }
+            ],
+        )
     )
     transcript.append_decision("fix-1", True, None, digest)
     transcript.append_started("fix-1", digest)

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lestrade.runs.records import AgentRecord, MessageRecord, Record
+from lestrade.runs.records import AgentFields, AgentRecord, MessageRecord, Record
 from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = ["HarnessEvent", "MAIN_AGENT_ID", "harness_events", "END_EVENTS", "run_id", "error_event"]
@@ -67,7 +67,8 @@ def run_id(session: str, turn: int) -> str:
     return f"{session}/{turn}"
 
 
-def _agent(record: Record) -> dict[str, Any]:
+def _agent(record: AgentFields) -> dict[str, Any]:
+    """Which agent a record (or a waiting call) is of."""
     if record.get("agentId"):
         return {"agentId": record["agentId"], "parentId": record.get("parentId"), "depth": record.get("depth", 1)}
     return {"agentId": MAIN_AGENT_ID}
@@ -142,7 +143,7 @@ class _Mapper:
                         {
                             "kind": "permission",
                             "runId": self.run,
-                            **_agent(record),
+                            **_agent(pending),
                             "id": call_id,
                             "toolCallId": call_id,
                             "tool": pending.get("toolName") or "",

@@ -20,7 +20,6 @@ cluster-wide the API falls back to its own namespace's routes (a warning in its 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from lestrade.api.base.auth import authorize, writer_for
 from lestrade.api.holmes.chats import ClientError
-from lestrade.api.holmes.services import services
+from lestrade.api.holmes.services import ServicesDep, services
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import INVESTIGATION_PLURAL
 from lestrade.resources.constants import ALERTROUTE_PLURAL
@@ -56,8 +55,7 @@ class AlertReceiverSettings:
     any_namespaces: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> AlertReceiverSettings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> AlertReceiverSettings:
         policy = RoutePolicy.from_env("", env)
         return cls(
             all_namespaces=policy.any_namespaces is None, any_namespaces=tuple(sorted(policy.any_namespaces or ()))
@@ -143,9 +141,7 @@ def _dispatcher(request: Request) -> Dispatcher:
 
 
 def _settings(request: Request) -> AlertReceiverSettings:
-    settings = getattr(request.app.state, "alert_settings", None)
-    if settings is None:
-        settings = request.app.state.alert_settings = AlertReceiverSettings.from_env()
+    settings: AlertReceiverSettings = request.app.state.settings.alerts
     return settings
 
 
@@ -166,10 +162,9 @@ async def _routes(kube: Any, api_namespace: str) -> list[dict[str, Any]]:
 
 
 @router.post("/api/alertmanager")
-async def alertmanager(payload: WebhookPayload, request: Request) -> JSONResponse:
+async def alertmanager(payload: WebhookPayload, request: Request, svc: ServicesDep) -> JSONResponse:
     """Alertmanager webhook: firing alerts matching an AlertRoute become Investigations.
     Answers what was matched, created, deduplicated, dropped and resolved, per route."""
-    svc = services(request)
     refusal = await authorize(request, "create", INVESTIGATION_PLURAL)
     if refusal:
         raise ClientError(403, "authorization", refusal)

@@ -5,9 +5,10 @@ resources the operator works on."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from lestrade.api import alertmanager as routes_alertmanager
 from lestrade.api.agents import findings_routes
 from lestrade.api.agents.lazy import install_agents
-from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator, load_api_keys
+from lestrade.api.base.auth import AuthMiddleware, TokenAuthenticator
 from lestrade.api.base.browser import LocalOnly
 from lestrade.api.base.findings import Findings
 from lestrade.api.base.follow import Follower, TranscriptCache
@@ -35,6 +36,7 @@ from lestrade.api.holmes.sse import KEEPALIVE_SECONDS
 from lestrade.api.holmes.streams import ClientGone
 from lestrade.api.hosted import routes as routes_hosted
 from lestrade.api.hosted.accounts import HostedSettings
+from lestrade.api.settings import ApiSettings
 from lestrade.api.slack import routes as routes_slack
 from lestrade.config import ModelList, load_model_list
 from lestrade.decision_links import load_key
@@ -48,26 +50,41 @@ WATCHED = ("investigations", "conversations")
 def create_app(
     api_client: k8s.ApiClient,
     *,
-    auth: bool = False,
-    namespace: str = "default",
+    settings: ApiSettings | None = None,
+    auth: bool | None = None,
+    namespace: str | None = None,
     models: ModelList | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     keepalive: float = KEEPALIVE_SECONDS,
-    wait_timeout: float = 3600.0,
+    wait_timeout: float | None = None,
     api_keys: Mapping[str, str] | None = None,
     hosted: HostedSettings | None = None,
     slack: routes_slack.SlackSettings | None = None,
     decision_key: bytes | None = None,
 ) -> FastAPI:
-    """The app; with `auth`, every endpoint but health checks needs a Kubernetes bearer token
-    whose owner may create Investigations in `namespace` (see `auth.py`). Requests become
-    resources in `namespace`; `models` (default: `LESTRADE_MODEL_LIST`, as the operator reads
-    it) are the names a request's `model` may use; `api_keys` (name -> key; default: the
-    files in LESTRADE_API_KEYS_DIR) are accepted besides Kubernetes tokens; `hosted` (default:
-    from the environment) is the account and cluster names of the hosted chat API."""
+    """The app, configured by `settings` (default: `ApiSettings.from_env()`, the only place the
+    API reads its environment); the other arguments replace one setting each (tests, embedding).
+
+    With `auth`, every endpoint but health checks needs a Kubernetes bearer token whose owner may
+    create Investigations in `namespace` (see `auth.py`). Requests become resources in
+    `namespace`; `models` are the names a request's `model` may use; `api_keys` (name -> key)
+    are accepted besides Kubernetes tokens; `hosted` is the account and cluster names of the
+    hosted chat API."""
+    settings = settings or ApiSettings.from_env()
+    overrides: dict[str, Any] = {
+        "auth": auth,
+        "namespace": namespace,
+        "models": models,
+        "wait_timeout": wait_timeout,
+        "api_keys": api_keys,
+        "hosted": hosted,
+        "slack": slack,
+    }
+    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    namespace = settings.namespace
     kube = Kube(api_client)  # its connections open in the server's event loop, on first use
     watches = {plural: SharedWatch(kube, plural) for plural in WATCHED}
-    models = models or load_model_list()
+    models = settings.models or load_model_list(env={})
     follower = Follower(kube, watches, TranscriptCache(kube))
 
     @asynccontextmanager
@@ -84,6 +101,7 @@ def create_app(
             await kube.aclose()
 
     app = FastAPI(title="Lestrade", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
     app.state.watches = watches
     app.state.kube = kube
     app.state.namespace = namespace
@@ -95,17 +113,17 @@ def create_app(
         models=models,
         namespace=namespace,
         keepalive=keepalive,
-        wait_timeout=wait_timeout,
+        wait_timeout=settings.wait_timeout,
     )
     app.add_middleware(RequestLimits, max_body=max_body)
-    if not auth:
+    if not settings.auth:
         app.add_middleware(LocalOnly)  # outside RequestLimits: sees the Content-Type as sent
-    if auth:
+    if settings.auth:
         app.state.authenticator = TokenAuthenticator(kube, namespace)
         app.add_middleware(
             AuthMiddleware,
             authenticator=app.state.authenticator,
-            api_keys=load_api_keys() if api_keys is None else api_keys,
+            api_keys=settings.api_keys,
         )
     app.include_router(routes_chat.router)
     app.include_router(routes_info.router)  # GET /api/info
@@ -113,12 +131,12 @@ def create_app(
     app.include_router(console.router)  # the web console at / (console.py)
     app.include_router(routes_alertmanager.router)
     routes_contexts.install(app, ContextStore(kube, namespace))
-    app.state.hosted = hosted or HostedSettings.from_env()
+    app.state.hosted = settings.hosted
     app.include_router(routes_hosted.router)
     app.include_router(routes_harness.router)  # reference 003: /chat, /chat/relay/{id}
-    app.state.slack = slack or routes_slack.SlackSettings.from_env()
+    app.state.slack = settings.slack
     app.include_router(routes_slack.router)  # Approve/Deny buttons of Slack messages
-    app.state.decision_key = decision_key or load_key(os.environ.get("LESTRADE_DECISION_KEY_FILE"))
+    app.state.decision_key = decision_key or load_key(settings.decision_key_file)
     app.include_router(routes_decisions.router)  # signed decision links of webhooks
     app.state.findings = Findings(watches)  # past findings, from the shared watches
     app.include_router(findings_routes.router)  # /api/findings

@@ -45,6 +45,7 @@ from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
+from lestrade.runs.records import AnswerRecord, TokensRecord, TurnRecord
 from lestrade.runs.transcript import RecordType, Transcript  # noqa: E402
 
 
@@ -105,7 +106,7 @@ async def sse_latency(api: ApiProcess, cluster: LocalCluster, namespace: str, st
     owner = {"apiVersion": "lestrade.dev/v1alpha1", "kind": "Conversation", "name": name, "uid": obj["metadata"]["uid"]}
     transcript = Transcript(kube, namespace, owner)
     transcript.append_message({"role": "system", "content": "sys"})
-    transcript.append(RecordType.TURN, index=0)
+    transcript.append(TurnRecord(t=RecordType.TURN, index=0))
     transcript.append_message({"role": "user", "content": "benchmark"})
     await transcript.sync()
     status_path = resource_path("conversations", namespace, name) + "/status"
@@ -150,12 +151,14 @@ async def sse_latency(api: ApiProcess, cluster: LocalCluster, namespace: str, st
         for n in range(rounds):
             # The clock starts before the record is stored: a stream may pick the record up
             # with the previous status change already, before this one is written.
-            seq = transcript.append(RecordType.TOKENS, promptTokens=10, completionTokens=1, totalTokens=11, cost=0.0)
+            seq = transcript.append(
+                TokensRecord(t=RecordType.TOKENS, promptTokens=10, completionTokens=1, totalTokens=11, cost=0.0)
+            )
             sent[f"conv/{name}/{seq}"] = time.perf_counter()
             await transcript.sync()
             await kube.patch(status_path, {"status": {"version": 3 + n}})
             await asyncio.sleep(0.05)
-        transcript.append(RecordType.ANSWER, text="done")
+        transcript.append(AnswerRecord(t=RecordType.ANSWER, text="done"))
         await transcript.sync()
         await kube.patch(status_path, {"status": {"version": 3 + rounds}})
         await asyncio.wait_for(asyncio.gather(*tasks), 120)

@@ -256,7 +256,7 @@ def operator_burst(
     namespace = new_namespace(api, f"bench-{label}")
     custom = k8s.CustomObjectsApi(api)
     with OperatorThread(
-        cluster, namespace, model_list(server, scenario), tools=tools, concurrency=count + 10, status_interval=0.5
+        cluster, namespace, model_list(server, scenario), tools=tools, runs_concurrency=count + 10, status_interval=0.5
     ):
         version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation("warmup"))

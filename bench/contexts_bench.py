@@ -40,6 +40,7 @@ from lestrade.kube import Kube  # noqa: E402
 from lestrade.localcluster import LocalCluster  # noqa: E402
 from lestrade.modelserver import Scenario, Step  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
+from lestrade.runs.records import MessageRecord
 from lestrade.runs.transcript import RecordType, Transcript  # noqa: E402
 from lestrade.runs.views import ConversationView  # noqa: E402
 
@@ -63,15 +64,17 @@ async def _bulk(cluster: LocalCluster, namespace: str, name: str, count: int) ->
                 role = "user" if i % 2 == 0 else "assistant"
                 text = f"message {i} " + "lorem ipsum " * 8
                 transcript.append(
-                    RecordType.MESSAGE,
-                    message={"role": role, "content": text},
-                    context={
-                        "role": role,
-                        "parts": [{"type": "text", "text": text}],
-                        "tokenCount": 30,
-                        "metadata": {},
-                        "insertedAt": "2025-01-24T12:00:00Z",
-                    },
+                    MessageRecord(
+                        t=RecordType.MESSAGE,
+                        message={"role": role, "content": text},
+                        context={
+                            "role": role,
+                            "parts": [{"type": "text", "text": text}],
+                            "tokenCount": 30,
+                            "metadata": {},
+                            "insertedAt": "2025-01-24T12:00:00Z",
+                        },
+                    )
                 )
             await transcript.sync()
         finally:

@@ -225,7 +225,12 @@ def burst(cluster: LocalCluster, api: k8s.ApiClient, server: ModelServerProcess,
     custom = k8s.CustomObjectsApi(api)
     ideal = 4 * 0.5
     with OperatorThread(
-        cluster, namespace, model_list(server, "bench-burst"), tools=bench_tools, concurrency=count, status_interval=0.5
+        cluster,
+        namespace,
+        model_list(server, "bench-burst"),
+        tools=bench_tools,
+        runs_concurrency=count,
+        status_interval=0.5,
     ):
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, investigation("warmup"))
         version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]

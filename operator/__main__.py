@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -96,7 +95,7 @@ async def run_operator(
     """Runs the operator until stopped (signal, or `stop_flag` for embedded use)."""
     engine = build_engine(
         settings,
-        models or load_model_list(),
+        models or settings.models or load_model_list(env={}),
         api_client=api_client,
         tools=tools,
         session_factory=session_factory,
@@ -104,30 +103,30 @@ async def run_operator(
     # While Kopf connects and lists: resumed runs then call the model at once (warmup.py).
     warm = (
         asyncio.create_task(warm_up([m.settings for m in engine.models.models.values()]), name="warm model client")
-        if settings.warm_model_client
+        if settings.runs.warm_model_client
         else None
     )
     if install_policy:
         await install_admission_policy(engine.kube)
         await install_requester_policy(engine.kube)
     membership = None
-    if settings.replicas == "shared":
+    if settings.replicas.mode == "shared":
         # A client of its own: renewals must not queue behind the runs' requests for one of
         # the shared connections (in a burst of 200 runs they waited seconds, and fenced).
         lease_kube = Kube(engine.api_client, session_factory=session_factory)
         membership = Membership(
             lease_kube,
-            namespace=settings.lease_namespace,
-            group=settings.replica_group,
-            replica=settings.replica_name,
-            duration=settings.lease_duration,
-            renew_deadline=settings.lease_renew_deadline,
-            renew_interval=settings.lease_renew_interval,
+            namespace=settings.replicas.lease_namespace,
+            group=settings.replicas.group,
+            replica=settings.replicas.name,
+            duration=settings.replicas.lease_duration,
+            renew_deadline=settings.replicas.lease_renew_deadline,
+            renew_interval=settings.replicas.lease_renew_interval,
         )
         await membership.start()
         standalone = True  # the replicas share the work: none of them may stand by
     ctx = OperatorContext.create(engine, membership)
-    registry = build_registry(settings.job_mode)
+    registry = build_registry(settings.jobs.enabled)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -142,9 +141,9 @@ async def run_operator(
     )
     kopf_settings.peering.mandatory = mandatory_peering
     selectable = await crd_selects_phase(engine.kube)
-    idle = settings.select_idle_conversations and not settings.job_mode
-    configure_selection(kopf_settings, job_mode=settings.job_mode, selectable=selectable, idle_conversations=idle)
-    stop_metrics = serve_metrics(settings.metrics_port) if settings.metrics_port else None
+    idle = settings.runs.select_idle_conversations and not settings.jobs.enabled
+    configure_selection(kopf_settings, job_mode=settings.jobs.enabled, selectable=selectable, idle_conversations=idle)
+    stop_metrics = serve_metrics(settings.telemetry.metrics_port) if settings.telemetry.metrics_port else None
     collector = asyncio.create_task(_collect_identities(engine), name="scope identity collector")
     waker = asyncio.create_task(
         IdleWaker(engine.kube).follow(namespaces) if idle else asyncio.sleep(0), name="idle conversations"
@@ -154,10 +153,10 @@ async def run_operator(
     # down never holds a run up). Every replica runs it; claims in status keep sends single.
     delivery = DeliveryWatch(
         engine.kube,
-        timeout=settings.delivery_timeout,
-        console_url=settings.console_url,
-        api_url=settings.api_url,
-        decision_key=load_key(settings.decision_key_file),
+        timeout=settings.delivery.timeout,
+        console_url=settings.delivery.console_url,
+        api_url=settings.delivery.api_url,
+        decision_key=load_key(settings.delivery.decision_key_file),
     )
     deliverer = asyncio.create_task(delivery.follow(namespaces), name="delivery")
 
@@ -199,9 +198,9 @@ async def _collect_identities(engine: Any) -> None:
     """Deletes the per-scope accounts no run used for a while (at start, then every tenth of
     that time): `tenancy/scope_identity.py`. Nothing to do without tenancy."""
     collect = getattr(engine.tools, "collect_unused", None)
-    if collect is None or not engine.settings.scopes_namespace:
+    if collect is None or not engine.settings.tenancy.scopes_namespace:
         return
-    interval = max(60.0, engine.settings.scope_identity_idle / 10)
+    interval = max(60.0, engine.settings.tenancy.scope_identity_idle / 10)
     while True:
         try:
             removed = await asyncio.to_thread(collect, engine.api_client)
@@ -214,7 +213,7 @@ async def _collect_identities(engine: Any) -> None:
 
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:
     """The command line; `tools` replaces the product's tool registry (tests add their own)."""
-    env = os.environ
+    defaults = OperatorSettings.from_env().process
     parser = argparse.ArgumentParser(prog="python -m lestrade.operator", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--namespace",
@@ -238,14 +237,14 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
         "--peering-lifetime",
         type=int,
         metavar="SECONDS",
-        default=int(env.get("LESTRADE_PEERING_LIFETIME", "20")),
+        default=defaults.peering_lifetime,
         help="standby: seconds without the active peer's keep-alive before another takes over "
         "(LESTRADE_PEERING_LIFETIME, default 20)",
     )
     parser.add_argument(
         "--liveness",
         metavar="URL",
-        default=env.get("LESTRADE_OPERATOR_LIVENESS"),
+        default=defaults.liveness,
         help="serve Kopf's health endpoint, e.g. http://0.0.0.0:8081/healthz",
     )
     parser.add_argument("--concurrency", type=int, default=None, help="concurrent runs (LESTRADE_MAX_CONCURRENT_RUNS)")
@@ -255,7 +254,7 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     parser.add_argument(
         "--install-admission-policy",
         action=argparse.BooleanOptionalAction,
-        default=env.get("LESTRADE_INSTALL_ADMISSION_POLICY", "true").lower() in ("1", "true", "yes"),
+        default=defaults.install_admission_policy,
         help="apply the spec.decisions admission policy at start (needs the right to; the chart ships it instead)",
     )
     parser.add_argument("--verbose", "-v", action="store_true")
@@ -270,11 +269,19 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     for noisy in ("kopf.objects", "LiteLLM", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
 
-    settings = OperatorSettings.from_env(concurrency=args.concurrency, job_mode=args.job_mode, replicas=args.replicas)
-    namespaces = args.namespace or [
-        ns.strip() for ns in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if ns.strip()
-    ]
-    stop_tracing = configure_tracing()  # off unless the OTEL_* variables ask for it
+    settings = OperatorSettings.from_env(
+        process={
+            "watch_namespaces": tuple(args.namespace) or None,
+            "peering_lifetime": args.peering_lifetime,
+            "liveness": args.liveness,
+            "install_admission_policy": args.install_admission_policy,
+        },
+        runs={"concurrency": args.concurrency},
+        jobs={"enabled": args.job_mode},
+        replicas={"mode": args.replicas},
+    )
+    namespaces = list(settings.process.watch_namespaces)
+    stop_tracing = configure_tracing(settings.tracing)  # off unless the OTEL_* variables ask for it
     try:
         _run(args, settings, namespaces, tools)
     finally:
@@ -286,19 +293,19 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
 def _run(
     args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None
 ) -> None:
-    env = os.environ
+    process = settings.process
     asyncio.run(
         run_operator(
             settings,
             namespaces=namespaces,
             standalone=True if args.standalone else None,
-            peering_name=args.peering or env.get("LESTRADE_PEERING_NAME", "lestrade"),
+            peering_name=args.peering or process.peering_name,
             mandatory_peering=bool(args.peering),
             priority=args.priority,
-            peering_lifetime=args.peering_lifetime,
-            liveness_endpoint=args.liveness,
+            peering_lifetime=process.peering_lifetime,
+            liveness_endpoint=process.liveness,
             tools=tools,
-            install_policy=args.install_admission_policy,
+            install_policy=process.install_admission_policy,
         )
     )
 

@@ -51,15 +51,15 @@ class ScopedTools:
     @property
     def tenancy(self) -> bool:
         """True when runs are confined to their scope (else every run reads cluster-wide)."""
-        return bool(self.settings.scopes_namespace)
+        return bool(self.settings.tenancy.scopes_namespace)
 
     def _cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
         with self._lock:
             return self._make_cluster_identity(operator_client)
 
     def _make_cluster_identity(self, operator_client: k8s.ApiClient) -> ToolsIdentity | None:
-        if self._cluster is None and self.settings.tools_service_account:
-            namespace, name = parse_service_account(self.settings.tools_service_account, "default")
+        if self._cluster is None and self.settings.tenancy.tools_service_account:
+            namespace, name = parse_service_account(self.settings.tenancy.tools_service_account, "default")
             self._cluster = ToolsIdentity(operator_client, namespace, name)
         elif self._cluster is None and not self._warned:
             self._warned = True
@@ -72,28 +72,28 @@ class ScopedTools:
     def identity(self, operator_client: k8s.ApiClient, scope: RunScope | None) -> ToolsIdentity | None:
         """The identity for `scope` (blocking: may create an account and mint a token)."""
         cluster = self._cluster_identity(operator_client)
-        if scope is None or scope.cluster or not self.settings.scopes_namespace:
+        if scope is None or scope.cluster or not self.settings.tenancy.scopes_namespace:
             if cluster is not None:
                 cluster.refresh()  # each run starts with a token good for half its lifetime
             return cluster
         return self._scopes(operator_client, cluster).for_scope(scope)
 
     def _scopes(self, operator_client: k8s.ApiClient, cluster: ToolsIdentity | None) -> ScopeIdentities:
-        assert self.settings.scopes_namespace
+        assert self.settings.tenancy.scopes_namespace
         with self._lock:
             if self._scoped is None:
                 self._scoped = ScopeIdentities(
                     operator_client,
-                    self.settings.scopes_namespace,
-                    self.settings.tools_read_role,
+                    self.settings.tenancy.scopes_namespace,
+                    self.settings.tenancy.tools_read_role,
                     cluster,
-                    idle=self.settings.scope_identity_idle,
+                    idle=self.settings.tenancy.scope_identity_idle,
                 )
             return self._scoped
 
     def collect_unused(self, operator_client: k8s.ApiClient) -> list[str]:
         """Deletes the per-scope accounts no run used for `scope_identity_idle` (blocking)."""
-        if not self.settings.scopes_namespace:
+        if not self.settings.tenancy.scopes_namespace:
             return []
         return self._scopes(operator_client, self._cluster_identity(operator_client)).collect_unused()
 
@@ -116,15 +116,15 @@ class ScopedTools:
             tool_workdir=str(tools.workdir) if tools else None,
             # Prometheus and Alertmanager have no authorization of their own: a scoped run's
             # queries and alerts are confined to its namespaces by the tools (promql_scope.py).
-            prometheus_url=settings.prometheus_url,
-            alertmanager_url=settings.alertmanager_url,
-            metrics_namespace_label=settings.prometheus_namespace_label,
-            runbook_dirs=list(settings.runbook_dirs) or None,
+            prometheus_url=settings.tools.prometheus_url,
+            alertmanager_url=settings.tools.alertmanager_url,
+            metrics_namespace_label=settings.tools.prometheus_namespace_label,
+            runbook_dirs=list(settings.tools.runbook_dirs) or None,
             # Runbooks are the admin's (configured namespaces), read as the cluster-wide account.
             runbook_api_client=runbook_client,
-            runbook_namespaces=list(settings.runbook_namespaces),
-            enable_write_tools=settings.enable_write_tools,
-            enable_bash=settings.enable_bash,
+            runbook_namespaces=list(settings.tools.runbook_namespaces),
+            enable_write_tools=settings.tools.write_tools,
+            enable_bash=settings.tools.bash,
             write_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
             scope_namespaces=None if cluster_wide else list(scope.namespaces),  # type: ignore[union-attr]
         )

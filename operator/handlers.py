@@ -48,13 +48,13 @@ from lestrade.operator.runs.supervisor import Feeds, Supervisor
 from lestrade.operator.runs.ttl import TtlReaper
 from lestrade.operator.triggers import event_source, route_check, schedules
 from lestrade.resources.constants import GROUP, VERSION
+from lestrade.resources.keys import FINALIZER
 from lestrade.runs.views import KINDS, ConversationView, view_of
 
 __all__ = ["OperatorContext", "FINALIZER", "build_registry", "configure_kopf"]
 
 logger = logging.getLogger(__name__)
 
-FINALIZER = "lestrade.dev/run"
 ANNOTATION_PREFIX = "lestrade.dev"
 
 
@@ -137,7 +137,7 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         if ctx.ownership is not None:
             ctx.ownership.touched(uid)
         settings = ctx.engine.settings
-        if type != "DELETED" and settings.select_idle_conversations and not settings.job_mode:
+        if type != "DELETED" and settings.runs.select_idle_conversations and not settings.jobs.enabled:
             view = view_of(body)
             if isinstance(view, ConversationView) and not view.has_work():
                 # Idle with no daemon to say so (answered before this operator started):

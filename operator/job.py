@@ -25,14 +25,21 @@ __all__ = ["main"]
 logger = logging.getLogger(__name__)
 
 
-async def _run(kind: str, namespace: str, name: str, kubeconfig: str | None, tools: ToolsFactory | None = None) -> int:
+async def _run(
+    settings: OperatorSettings,
+    kind: str,
+    namespace: str,
+    name: str,
+    kubeconfig: str | None,
+    tools: ToolsFactory | None = None,
+) -> int:
     from lestrade.config import load_model_list
     from lestrade.kube import is_not_found, resource_path
     from lestrade.operator.base.recorder import EventRecorder
     from lestrade.operator.context import build_engine
     from lestrade.operator.runs.attempt import run_attempt
 
-    engine = build_engine(OperatorSettings.from_env(), load_model_list(), kubeconfig, tools=tools)
+    engine = build_engine(settings, settings.models or load_model_list(env={}), kubeconfig, tools=tools)
     from lestrade.operator.mcpservers.reconcile import load_for_run
 
     engine.mcp.loader = lambda namespace, shared: load_for_run(engine, namespace, shared)
@@ -72,9 +79,10 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     parser.add_argument("--kubeconfig", default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    stop_tracing = configure_tracing()  # the operator passes its OTEL_* endpoint on
+    settings = OperatorSettings.from_env()
+    stop_tracing = configure_tracing(settings.tracing)  # the operator passes its OTEL_* endpoint on
     try:
-        return asyncio.run(_run(args.kind, args.namespace, args.name, args.kubeconfig, tools))
+        return asyncio.run(_run(settings, args.kind, args.namespace, args.name, args.kubeconfig, tools))
     finally:
         if stop_tracing is not None:
             stop_tracing()

@@ -48,13 +48,13 @@ from lestrade.api.agents.runs import Refused, RunRef
 from lestrade.api.base.follow import ResourceGone
 from lestrade.api.holmes.services import services
 from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.resources.keys import A2A_CONTEXT_LABEL as CONTEXT_LABEL
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
 
 __all__ = ["build_a2a_app", "PATH", "CARD_PATH", "CONTEXT_LABEL"]
 
 PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
-CONTEXT_LABEL = "lestrade.dev/a2a-context"
 MAX_TASKS = 10_000
 """Tasks whose turn this process remembers, to pick one up again after input-required."""
 FINISHED_TURN = frozenset({"Answered", "Succeeded", "Failed"})

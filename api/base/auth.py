@@ -65,8 +65,7 @@ PUBLIC_PREFIXES = (
 does the A2A agent card (what the agent offers and where: `agents/a2a_agent.py`)."""
 
 
-def auth_enabled(env: dict[str, str] | None = None, in_cluster: bool = False) -> bool:
-    env = dict(os.environ if env is None else env)
+def auth_enabled(env: Mapping[str, str], in_cluster: bool = False) -> bool:
     value = env.get("LESTRADE_API_AUTH")
     if value is None or value == "":
         return in_cluster
@@ -166,10 +165,10 @@ class TokenAuthenticator:
         return allowed
 
 
-def load_api_keys(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def load_api_keys(env: Mapping[str, str]) -> dict[str, str]:
     """Static API keys: one file per key in `LESTRADE_API_KEYS_DIR` (a mounted Secret: the
     file name names the key, its content is the key). None configured: {}."""
-    folder = (os.environ if env is None else env).get("LESTRADE_API_KEYS_DIR")
+    folder = env.get("LESTRADE_API_KEYS_DIR")
     if not folder or not os.path.isdir(folder):
         return {}
     keys: dict[str, str] = {}

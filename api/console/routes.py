@@ -31,7 +31,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from lestrade.api.base.access import may
 from lestrade.api.base.auth import requester_annotations, writer_for
 from lestrade.api.holmes.chats import ClientError, apiserver_refusal, check_model
-from lestrade.api.holmes.services import services
+from lestrade.api.holmes.services import ServicesDep, services
 from lestrade.api.holmes.sse import KeepAlive
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import (
@@ -127,9 +127,8 @@ async def _visible(request: Request, plural: str, namespace: str) -> bool:
 
 
 @router.get("/api/console/runs")
-async def runs(request: Request) -> dict[str, Any]:
+async def runs(request: Request, svc: ServicesDep) -> dict[str, Any]:
     """The Investigations and Conversations the caller may list, newest first."""
-    svc = services(request)
     rows: list[dict[str, Any]] = []
     for plural in PLURALS:
         objects = list(svc.watches[plural].objects.values())
@@ -144,10 +143,9 @@ async def runs(request: Request) -> dict[str, Any]:
 
 
 @router.get("/api/console/runs/{plural}/{namespace}/{name}")
-async def run(plural: str, namespace: str, name: str, request: Request) -> dict[str, Any]:
+async def run(plural: str, namespace: str, name: str, request: Request, svc: ServicesDep) -> dict[str, Any]:
     """One run: its summary, its transcript as a timeline, and whether the caller may decide
     its pending calls (and ask a Conversation more)."""
-    svc = services(request)
     await _require(request, "get", _ref(plural, namespace, name), namespace)
     obj = await svc.follower.get(plural, namespace, name)
     if obj is None:
@@ -163,9 +161,8 @@ async def run(plural: str, namespace: str, name: str, request: Request) -> dict[
 
 
 @router.get("/api/console/events")
-async def events(request: Request) -> Response:
+async def events(request: Request, svc: ServicesDep) -> Response:
     """SSE: `run` (a list row) each time a visible run changes, `deleted` when one goes."""
-    svc = services(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         async with (
@@ -219,10 +216,11 @@ async def _write(request: Request, field: str, call: Any) -> Any:
 
 
 @router.post("/api/console/runs/{plural}/{namespace}/{name}/decisions")
-async def decide(plural: str, namespace: str, name: str, body: DecisionsIn, request: Request) -> dict[str, Any]:
+async def decide(
+    plural: str, namespace: str, name: str, body: DecisionsIn, request: Request, svc: ServicesDep
+) -> dict[str, Any]:
     """Approve or deny pending calls as the caller; each decision carries the digest of the
     call that was pending (the call the person saw), so a different call is never run."""
-    svc = services(request)
     await _require(request, "patch", _ref(plural, namespace, name), namespace)
     obj = await svc.follower.get(plural, namespace, name)
     if obj is None:
@@ -266,8 +264,7 @@ class InvestigationIn(BaseModel):
 
 
 @router.post("/api/console/investigations")
-async def start_investigation(body: InvestigationIn, request: Request) -> dict[str, Any]:
-    svc = services(request)
+async def start_investigation(body: InvestigationIn, request: Request, svc: ServicesDep) -> dict[str, Any]:
     namespace = body.namespace or svc.namespace
     await _require(request, "create", INVESTIGATION_PLURAL, namespace)
     spec = {
@@ -306,8 +303,7 @@ class AskIn(BaseModel):
 
 
 @router.post("/api/console/conversations")
-async def start_conversation(body: AskIn, request: Request) -> dict[str, Any]:
-    svc = services(request)
+async def start_conversation(body: AskIn, request: Request, svc: ServicesDep) -> dict[str, Any]:
     namespace = body.namespace or svc.namespace
     await _require(request, "create", CONVERSATION_PLURAL, namespace)
     spec: dict[str, Any] = {"turns": [{"ask": body.ask}], "enableToolApproval": body.enable_tool_approval}
@@ -330,10 +326,9 @@ async def start_conversation(body: AskIn, request: Request) -> dict[str, Any]:
 
 
 @router.post("/api/console/runs/conversations/{namespace}/{name}/turns")
-async def ask_more(namespace: str, name: str, body: AskIn, request: Request) -> dict[str, Any]:
+async def ask_more(namespace: str, name: str, body: AskIn, request: Request, svc: ServicesDep) -> dict[str, Any]:
     """Another question in a Conversation, as the caller (optimistic concurrency: a turn asked
     meanwhile by someone else is kept)."""
-    svc = services(request)
     await _require(request, "patch", _ref(CONVERSATION_PLURAL, namespace, name), namespace)
     path = resource_path(CONVERSATION_PLURAL, namespace, name)
     for _ in range(5):

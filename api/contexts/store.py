@@ -28,6 +28,7 @@ import json
 import re
 import uuid
 from collections import OrderedDict, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,10 @@ from lestrade.context.window import Window, plan_window, policy_of
 from lestrade.kube import ApiException, Kube, api_path, is_conflict, is_not_found, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
 from lestrade.resources.conversation import ContextSettings
+from lestrade.resources.keys import CONTEXT_LABEL
+from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION as UPDATED_ANNOTATION
+from lestrade.resources.keys import CONTEXT_WRITE_ANNOTATION as WRITE_ANNOTATION
+from lestrade.runs.records import CompactionRecord, MessageRecord
 from lestrade.runs.transcript import (
     CHUNK_LABEL,
     DEFAULT_CHUNK_LIMIT,
@@ -54,8 +59,6 @@ __all__ = ["ContextError", "ContextStore", "Stored", "DEFAULT_BUDGET", "CONTEXT_
 DEFAULT_BUDGET = 128_000
 """Budget of a context without `token_budget` (the operator uses the model's window then)."""
 
-CONTEXT_LABEL = "lestrade.dev/context"
-"""On Conversations created through `/v1` (any Conversation can be read as a context)."""
 
 DECODED_CACHE_SIZE = 32
 """Decoded transcripts kept per process (shared read-only by the requests that read them)."""
@@ -259,12 +262,12 @@ class ContextStore:
         if_version: int | None,
         writer: Any = None,
     ) -> dict[str, int]:
-        def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> MessageRecord:
             seq = len(stored.state.messages) + 1
             chat = to_chat(role, parts, seq)
             tokens = token_count if token_count is not None else estimate(chat)
             return {
-                "t": RecordType.MESSAGE.value,
+                "t": RecordType.MESSAGE,
                 "message": chat,
                 "context": {
                     "role": role,
@@ -285,11 +288,11 @@ class ContextStore:
     async def compact(
         self, name: str, replacement: list[dict[str, Any]], if_version: int | None, writer: Any = None
     ) -> dict[str, int]:
-        def record(stored: Stored) -> dict[str, Any]:
+        def record(stored: Stored) -> CompactionRecord:
             chat = [to_chat(m["role"], m["parts"], 0) for m in replacement]
             before = count_messages(stored.state.working_messages())
             return {
-                "t": RecordType.COMPACTION.value,
+                "t": RecordType.COMPACTION,
                 "at": len(stored.state.messages),
                 "messages": chat,
                 "tokensBefore": before,
@@ -488,12 +491,6 @@ class ContextStore:
 SEAL_KEY = "sealed"
 """In a transcript chunk no more records go to (not a record key: readers skip it)."""
 
-UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
-"""When the context's settings, metadata or log last changed through `/v1`."""
-
-WRITE_ANNOTATION = "lestrade.dev/context-write"
-"""A new random value at every transcript write through `/v1`, written as the caller first, so
-that the requester admission policy sees each write (operator/admission/requester.py)."""
 
 _SEQ, _PARTS, _ROLE = "__lestrade_seq", "__lestrade_parts", "__lestrade_role"
 
@@ -527,10 +524,11 @@ def _message_times(stored: Stored) -> list[str | None]:
     latest = stored.obj["metadata"].get("creationTimestamp")
     times: list[str | None] = []
     for record in stored.state.records:
-        own = record.get("context") if isinstance(record.get("context"), dict) else {}
-        stamp = own.get("insertedAt") or (record.get("at") if isinstance(record.get("at"), str) else None)  # type: ignore[union-attr]
+        fields: Mapping[str, Any] = record  # any kind of record may carry a time
+        own = fields.get("context") if isinstance(fields.get("context"), dict) else {}
+        stamp = own.get("insertedAt") or (fields.get("at") if isinstance(fields.get("at"), str) else None)  # type: ignore[union-attr]
         latest = stamp or latest
-        if record.get("t") == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             times.append(latest)
     return times
 

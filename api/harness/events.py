@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from lestrade.runs.records import AgentFields, AgentRecord, MessageRecord, Record
 from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = ["HarnessEvent", "MAIN_AGENT_ID", "harness_events", "END_EVENTS", "run_id", "error_event"]
@@ -66,7 +67,8 @@ def run_id(session: str, turn: int) -> str:
     return f"{session}/{turn}"
 
 
-def _agent(record: dict[str, Any]) -> dict[str, Any]:
+def _agent(record: AgentFields) -> dict[str, Any]:
+    """Which agent a record (or a waiting call) is of."""
     if record.get("agentId"):
         return {"agentId": record["agentId"], "parentId": record.get("parentId"), "depth": record.get("depth", 1)}
     return {"agentId": MAIN_AGENT_ID}
@@ -92,16 +94,15 @@ class _Mapper:
         self.usage: dict[str, dict[str, int]] = {}
         self.total = {"inputTokens": 0, "outputTokens": 0}
 
-    def _base(self, record: dict[str, Any]) -> dict[str, Any]:
+    def _base(self, record: Record) -> dict[str, Any]:
         return {"runId": self.run, **_agent(record)}
 
-    def map(self, seq: int, record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        kind = record.get("t")
+    def map(self, seq: int, record: Record) -> list[tuple[str, dict[str, Any]]]:
         base = self._base(record)
         agent = base["agentId"]
-        if kind == RecordType.TURN:
+        if record["t"] == RecordType.TURN:
             return [("harness_start", {**base, "depth": 0, "maxIterations": self.max_iterations})]
-        if kind == RecordType.AGENT:
+        if record["t"] == RecordType.AGENT:
             if record.get("event") == "reasoning":
                 return [("reasoning", {**base, "id": f"reasoning-{seq}", "content": str(record.get("content") or "")})]
             if record.get("event") == "start":
@@ -121,15 +122,15 @@ class _Mapper:
                 events.append(("error", _error(base, str(record.get("error") or "the subagent failed"))))
                 events = [("subagent_error", events[0][1])]
             return [*events, ("harness_end", end)]
-        if kind == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             return self._message(seq, record, base)
-        if kind == RecordType.TOOL_RESULT:
+        if record["t"] == RecordType.TOOL_RESULT:
             self.status[record["id"]] = str(record.get("status") or "")
             return []
-        if kind == RecordType.DECISION:
+        if record["t"] == RecordType.DECISION:
             self.reasons[record["id"]] = record.get("reason")
             return []
-        if kind == RecordType.APPROVAL_NEEDED:
+        if record["t"] == RecordType.APPROVAL_NEEDED:
             out = []
             for pending in record.get("pending") or []:
                 call_id = pending.get("toolCallId")
@@ -151,7 +152,7 @@ class _Mapper:
                     )
                 )
             return out
-        if kind == RecordType.TOKENS:
+        if record["t"] == RecordType.TOKENS:
             usage = {
                 "inputTokens": int(record.get("promptTokens") or 0),
                 "outputTokens": int(record.get("completionTokens") or 0),
@@ -161,13 +162,13 @@ class _Mapper:
                 mine[key] += value
                 self.total[key] += value
             return [("usage", {**base, **usage})]
-        if kind == RecordType.ANSWER:
+        if record["t"] == RecordType.ANSWER:
             iterations = self.iterations.get(MAIN_AGENT_ID, 0)
             reason = "max_iterations" if iterations >= self.max_iterations else "final"
             if record.get("reason") in ("final", "max_iterations"):  # the rlm loop says itself
                 reason, iterations = record["reason"], int(record.get("iterations") or 0)
             return [("harness_end", {**base, "reason": reason, "iterations": iterations, "usage": dict(self.total)})]
-        if kind == RecordType.ERROR:
+        if record["t"] == RecordType.ERROR:
             if record.get("reason") == MAX_STEPS_REASON:
                 return [
                     (
@@ -183,7 +184,7 @@ class _Mapper:
             return [("error", _error(base, str(record.get("message") or record.get("reason") or "error")))]
         return []
 
-    def _emitted(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def _emitted(self, seq: int, record: AgentRecord, base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """An event the operator recorded as it was emitted (the `rlm` mode's loop: `text`,
         `reasoning`, `tool_call`/`tool_result` of its REPL blocks and of the tools the code
         calls): passed on with this run's ids, which its own fields cannot override; `text` and
@@ -199,7 +200,7 @@ class _Mapper:
             event.setdefault("id", f"{name}-{seq}")
         return [(name, {**event, **base})]
 
-    def _message(self, seq: int, record: dict[str, Any], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def _message(self, seq: int, record: MessageRecord, base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         message = record.get("message") or {}
         role = message.get("role")
         out: list[tuple[str, dict[str, Any]]] = []
@@ -265,7 +266,7 @@ def harness_events(state: TranscriptState, start: int, run: str, max_iterations:
     mapper = _Mapper(run, max_iterations)
     for seq in range(start, len(state.records)):
         record = state.records[seq]
-        if seq > start and record.get("t") == RecordType.TURN:
+        if seq > start and record["t"] == RecordType.TURN:
             return  # the next turn
         for index, (name, data) in enumerate(mapper.map(seq, record)):
             if name == "subagent_error":

@@ -20,6 +20,7 @@ from lestrade.api.base.follow import Follower, ResourceGone
 from lestrade.api.harness.requests import HarnessError, RelayAnswer
 from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
 from lestrade.resources import CONVERSATION_PLURAL
+from lestrade.runs.records import PendingCall
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView
 
@@ -32,9 +33,9 @@ STATUS_CATCH_UP_SECONDS = 30.0
 transcript first; the admission policy accepts decisions only for calls status lists)."""
 
 
-def _relay(state: TranscriptState, relay_id: str) -> dict[str, Any] | None:
+def _relay(state: TranscriptState, relay_id: str) -> PendingCall | None:
     for record in state.records:
-        if record.get("t") == RecordType.APPROVAL_NEEDED:
+        if record["t"] == RecordType.APPROVAL_NEEDED:
             for pending in record.get("pending") or []:
                 if pending.get("toolCallId") == relay_id:
                     return pending

@@ -29,7 +29,7 @@ from lestrade.api.harness.relay import resolve_relay
 from lestrade.api.harness.requests import ChatRequest, HarnessError, parse_chat, parse_relay
 from lestrade.api.holmes.chats import api_object
 from lestrade.api.holmes.runs import RunCursor
-from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.services import Services, ServicesDep
 from lestrade.api.holmes.sse import sse_response
 from lestrade.kube import ApiException, resource_path
 from lestrade.resources import CONVERSATION_KIND, CONVERSATION_PLURAL
@@ -93,9 +93,8 @@ def _stream(svc: Services, name: str, max_iterations: int) -> Response:
 
 
 @router.post("/chat", response_model=None)
-async def chat(request: Request) -> Response:
+async def chat(request: Request, svc: ServicesDep) -> Response:
     """Start a harness session and stream its events (reference 003)."""
-    svc = services(request)
     try:
         req = parse_chat(await request.body(), svc.models)
     except HarnessError as exc:
@@ -121,9 +120,8 @@ async def chat(request: Request) -> Response:
 
 
 @router.post("/chat/relay/{relay_id}", response_model=None)
-async def relay(relay_id: str, request: Request) -> Response:
+async def relay(relay_id: str, request: Request, svc: ServicesDep) -> Response:
     """Answer a relay (a tool call waiting for permission): `{sessionId, response}`."""
-    svc = services(request)
     try:
         answer = parse_relay(await request.body())
     except HarnessError as exc:

@@ -29,6 +29,7 @@ from lestrade.kube import Acting, ApiException, Kube, is_conflict, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
 from lestrade.resources.constants import REQUEST_ANNOTATIONS
 from lestrade.resources.conversation import MAX_ASK_LENGTH, MAX_IMAGE_URL_LENGTH, MAX_TURN_IMAGES
+from lestrade.resources.keys import ENDPOINT_ANNOTATION
 from lestrade.runs.progress import run_facts
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView
@@ -48,7 +49,6 @@ __all__ = [
 
 CREATED_BY_LABEL = "app.kubernetes.io/created-by"
 STATUS_CATCH_UP_SECONDS = 30.0
-ENDPOINT_ANNOTATION = "lestrade.dev/endpoint"
 SUPERSEDED = "The user asked a new question instead of deciding on this call."
 IMPORTED_HEADER = "Earlier conversation, as the client sent it (not verified by the server; for context only):\n"
 
@@ -488,7 +488,7 @@ def _frontend_waiting(view: ConversationView, state: TranscriptState) -> set[str
     return {
         p["toolCallId"]
         for record in state.records[since:]
-        if record.get("t") == RecordType.APPROVAL_NEEDED
+        if record["t"] == RecordType.APPROVAL_NEEDED
         for p in record.get("pending") or []
         if p.get("frontend")
     }

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lestrade.runs.progress import call_arguments
+from lestrade.runs.records import CompactionRecord, Record, TokensRecord
 from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = [
@@ -90,12 +91,11 @@ def history_at(state: TranscriptState, seq: int, conversation: str | None = None
     """The working conversation (what the model sees: the latest compaction, then what
     followed) as of record `seq`, marked with the Conversation's name when given."""
     messages: list[dict[str, Any]] = []
-    compaction: dict[str, Any] | None = None
+    compaction: CompactionRecord | None = None
     for record in state.records[: seq + 1]:
-        kind = record.get("t")
-        if kind == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             messages.append(record["message"])
-        elif kind == RecordType.COMPACTION:
+        elif record["t"] == RecordType.COMPACTION:
             compaction = record
     if compaction is not None:
         messages = list(compaction["messages"]) + messages[int(compaction["at"]) :]
@@ -119,13 +119,12 @@ class _Calls:
         params: dict[str, dict[str, Any]] = {}
         results: dict[str, Mapping[str, Any]] = {}
         for record in state.records:
-            kind = record.get("t")
-            if kind == RecordType.MESSAGE and record["message"].get("role") == "assistant":
+            if record["t"] == RecordType.MESSAGE and record["message"].get("role") == "assistant":
                 for part in record["message"].get("tool_calls") or []:
                     fn = part.get("function") or {}
                     names[part.get("id", "")] = str(fn.get("name") or "")
                     params[part.get("id", "")] = call_arguments(fn.get("arguments"))
-            elif kind == RecordType.TOOL_RESULT:
+            elif record["t"] == RecordType.TOOL_RESULT:
                 results[record["id"]] = record
         return cls(names, params, results)
 
@@ -155,7 +154,7 @@ def tool_calls_of(state: TranscriptState, since: int = 0) -> list[dict[str, Any]
     calls = _Calls.of(state)
     found: list[dict[str, Any]] = []
     for record in state.records[since:]:
-        message = record.get("message") if record.get("t") == RecordType.MESSAGE else None
+        message = record["message"] if record["t"] == RecordType.MESSAGE else None
         if message and message.get("role") == "tool":
             event = calls.result_event(str(message.get("tool_call_id")), message.get("content"))
             found.append(
@@ -170,7 +169,7 @@ def tool_calls_of(state: TranscriptState, since: int = 0) -> list[dict[str, Any]
     return found
 
 
-def _usage(record: Mapping[str, Any]) -> dict[str, int]:
+def _usage(record: TokensRecord) -> dict[str, int]:
     usage = {
         "prompt_tokens": int(record.get("promptTokens") or 0),
         "completion_tokens": int(record.get("completionTokens") or 0),
@@ -186,10 +185,10 @@ def metadata_of(state: TranscriptState, since: int = 0, upto: int | None = None)
     calls, the latest window breakdown and limits, every truncation, and the cost."""
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     cost = 0.0
-    latest: Mapping[str, Any] | None = None
+    latest: TokensRecord | None = None
     end = len(state.records) if upto is None else upto + 1
     for record in state.records[since:end]:
-        if record.get("t") == RecordType.TOKENS:
+        if record["t"] == RecordType.TOKENS:
             for key, value in _usage(record).items():
                 usage[key] = usage.get(key, 0) + value
             cost += float(record.get("cost") or 0.0)
@@ -205,7 +204,7 @@ def metadata_of(state: TranscriptState, since: int = 0, upto: int | None = None)
     return metadata
 
 
-def _token_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
+def _token_metadata(record: TokensRecord) -> dict[str, Any]:
     metadata: dict[str, Any] = {"usage": _usage(record)}
     if record.get("breakdown"):
         metadata["tokens"] = dict(record["breakdown"])
@@ -235,9 +234,9 @@ def events_after(
     """The events after position `after`, for the run (or turn) whose records start at
     `since` (usage in metadata is summed from there)."""
     calls = _Calls.of(state)
-    last_tokens: Mapping[str, Any] = {}
+    last_tokens: TokensRecord | None = None
     for seq, record in enumerate(state.records):
-        if record.get("t") == RecordType.TOKENS:
+        if record["t"] == RecordType.TOKENS:
             last_tokens = record
         if seq < after.seq:
             continue
@@ -252,115 +251,114 @@ def events_after(
 def _record_events(
     state: TranscriptState,
     seq: int,
-    record: Mapping[str, Any],
+    record: Record,
     calls: _Calls,
-    last_tokens: Mapping[str, Any],
+    last_tokens: TokensRecord | None,
     kind: RunKind,
     since: int,
     conversation: str | None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    match record.get("t"):
-        case RecordType.MESSAGE:
-            message = record["message"]
-            role = message.get("role")
-            if role == "assistant":
-                content = message.get("content")
-                if isinstance(content, str) and content.strip():
-                    yield (
-                        "ai_message",
-                        {
-                            "content": content,
-                            "reasoning": message.get("reasoning_content"),
-                            "metadata": _token_metadata(last_tokens) if last_tokens else {},
-                        },
-                    )
-                for part in message.get("tool_calls") or []:
-                    yield (
-                        "start_tool_calling",
-                        {
-                            "tool_name": str((part.get("function") or {}).get("name") or ""),
-                            "id": part.get("id", ""),
-                        },
-                    )
-            elif role == "tool":
+    if record["t"] == RecordType.MESSAGE:
+        message = record["message"]
+        role = message.get("role")
+        if role == "assistant":
+            content = message.get("content")
+            if isinstance(content, str) and content.strip():
                 yield (
-                    "tool_calling_result",
-                    calls.result_event(str(message.get("tool_call_id")), message.get("content")),
-                )
-        case RecordType.APPROVAL_NEEDED:
-            pending = [p for p in record.get("pending") or [] if not p.get("frontend")]
-            frontend = [p for p in record.get("pending") or [] if p.get("frontend")]
-            for p in pending:
-                yield (
-                    "tool_calling_result",
+                    "ai_message",
                     {
-                        **calls.result_event(p["toolCallId"], None, "approval_required"),
-                        "description": p.get("description") or "",
+                        "content": content,
+                        "reasoning": message.get("reasoning_content"),
+                        "metadata": _token_metadata(last_tokens) if last_tokens else {},
                     },
                 )
+            for part in message.get("tool_calls") or []:
+                yield (
+                    "start_tool_calling",
+                    {
+                        "tool_name": str((part.get("function") or {}).get("name") or ""),
+                        "id": part.get("id", ""),
+                    },
+                )
+        elif role == "tool":
             yield (
-                "approval_required",
+                "tool_calling_result",
+                calls.result_event(str(message.get("tool_call_id")), message.get("content")),
+            )
+    elif record["t"] == RecordType.APPROVAL_NEEDED:
+        pending = [p for p in record.get("pending") or [] if not p.get("frontend")]
+        frontend = [p for p in record.get("pending") or [] if p.get("frontend")]
+        for p in pending:
+            yield (
+                "tool_calling_result",
                 {
-                    "content": None,
+                    **calls.result_event(p["toolCallId"], None, "approval_required"),
+                    "description": p.get("description") or "",
+                },
+            )
+        yield (
+            "approval_required",
+            {
+                "content": None,
+                "conversation_history": history_at(state, seq, conversation),
+                "follow_up_actions": [],
+                "requires_approval": True,
+                "pending_approvals": [
+                    {
+                        "tool_call_id": p["toolCallId"],
+                        "tool_name": p.get("toolName") or "",
+                        "description": p.get("description") or "",
+                        "params": p.get("params") or {},
+                    }
+                    for p in pending
+                ],
+                "pending_frontend_tool_calls": [
+                    {
+                        "tool_call_id": p["toolCallId"],
+                        "tool_name": p.get("toolName") or "",
+                        "arguments": calls.params.get(p["toolCallId"], p.get("params") or {}),
+                    }
+                    for p in frontend
+                ],
+                **({CONVERSATION_KEY: conversation} if conversation else {}),
+            },
+        )
+    elif record["t"] == RecordType.TOKENS:
+        yield "token_count", {"metadata": _token_metadata(record)}
+    elif record["t"] == RecordType.COMPACTION:
+        yield from _compaction_events(state, seq, record)
+    elif record["t"] == RecordType.ANSWER:
+        text = str(record.get("text") or "")
+        metadata = metadata_of(state, since, seq)
+        if kind == "investigation":
+            yield (
+                "ai_answer_end",
+                {
+                    "sections": record.get("sections"),
+                    "analysis": text,
+                    "instructions": [],
+                    "metadata": metadata,
+                },
+            )
+        else:
+            yield (
+                "ai_answer_end",
+                {
+                    "analysis": text,
                     "conversation_history": history_at(state, seq, conversation),
                     "follow_up_actions": [],
-                    "requires_approval": True,
-                    "pending_approvals": [
-                        {
-                            "tool_call_id": p["toolCallId"],
-                            "tool_name": p.get("toolName") or "",
-                            "description": p.get("description") or "",
-                            "params": p.get("params") or {},
-                        }
-                        for p in pending
-                    ],
-                    "pending_frontend_tool_calls": [
-                        {
-                            "tool_call_id": p["toolCallId"],
-                            "tool_name": p.get("toolName") or "",
-                            "arguments": calls.params.get(p["toolCallId"], p.get("params") or {}),
-                        }
-                        for p in frontend
-                    ],
+                    "metadata": metadata,
                     **({CONVERSATION_KEY: conversation} if conversation else {}),
                 },
             )
-        case RecordType.TOKENS:
-            yield "token_count", {"metadata": _token_metadata(record)}
-        case RecordType.COMPACTION:
-            yield from _compaction_events(state, seq, record)
-        case RecordType.ANSWER:
-            text = str(record.get("text") or "")
-            metadata = metadata_of(state, since, seq)
-            if kind == "investigation":
-                yield (
-                    "ai_answer_end",
-                    {
-                        "sections": record.get("sections"),
-                        "analysis": text,
-                        "instructions": [],
-                        "metadata": metadata,
-                    },
-                )
-            else:
-                yield (
-                    "ai_answer_end",
-                    {
-                        "analysis": text,
-                        "conversation_history": history_at(state, seq, conversation),
-                        "follow_up_actions": [],
-                        "metadata": metadata,
-                        **({CONVERSATION_KEY: conversation} if conversation else {}),
-                    },
-                )
-        case RecordType.ERROR:
-            yield "error", error_payload(str(record.get("reason") or ""), str(record.get("message") or ""))
-        case _:
-            return
+    elif record["t"] == RecordType.ERROR:
+        yield "error", error_payload(str(record.get("reason") or ""), str(record.get("message") or ""))
+    else:
+        return
 
 
 def _compaction_events(
-    state: TranscriptState, seq: int, record: Mapping[str, Any]
+    state: TranscriptState, seq: int, record: CompactionRecord
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     before = int(record.get("tokensBefore") or 0)
     after = int(record.get("tokensAfter") or 0)

@@ -12,24 +12,42 @@ see: the Kubernetes API through its watches, Prometheus by its readiness endpoin
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
 
 from lestrade import __version__
-from lestrade.api.holmes.services import services
+from lestrade.api.holmes.services import ServicesDep
 
-__all__ = ["router"]
+__all__ = ["router", "ToolsetSettings"]
 
 router = APIRouter()
 
 _TRUE = ("1", "true", "yes", "on")
 
 
-def _flag(name: str, default: str) -> bool:
-    return os.environ.get(name, default).strip().lower() in _TRUE
+@dataclass(frozen=True)
+class ToolsetSettings:
+    """What `/api/info` reports of the operator's toolsets (the chart gives both processes the
+    same variables): the API cannot ask the operator."""
+
+    prometheus_url: str = ""
+    bash: bool = True
+    write_tools: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ToolsetSettings:
+        def flag(name: str, default: str) -> bool:
+            return (env.get(name) or default).strip().lower() in _TRUE
+
+        return cls(
+            prometheus_url=env.get("LESTRADE_PROMETHEUS_URL") or "",
+            bash=flag("LESTRADE_ENABLE_BASH", "true"),
+            write_tools=flag("LESTRADE_ENABLE_WRITE_TOOLS", "false"),
+        )
 
 
 async def _prometheus(url: str) -> dict[str, Any]:
@@ -51,7 +69,8 @@ async def toolsets(request: Request) -> list[dict[str, Any]]:
         if not waiting
         else {"status": "unhealthy", "error": f"not watching {', '.join(sorted(waiting))} yet"}
     )
-    prometheus_url = os.environ.get("LESTRADE_PROMETHEUS_URL") or ""
+    configured: ToolsetSettings = request.app.state.settings.toolsets
+    prometheus_url = configured.prometheus_url
     rows = [
         {"name": "kubernetes", "enabled": True, **kubernetes},
         {"name": "runbooks", "enabled": True, "status": "healthy"},
@@ -61,8 +80,8 @@ async def toolsets(request: Request) -> list[dict[str, Any]]:
             "enabled": bool(prometheus_url),
             **(await _prometheus(prometheus_url) if prometheus_url else {"status": "disabled"}),
         },
-        {"name": "bash", "enabled": _flag("LESTRADE_ENABLE_BASH", "true")},
-        {"name": "kubernetes_write", "enabled": _flag("LESTRADE_ENABLE_WRITE_TOOLS", "false")},
+        {"name": "bash", "enabled": configured.bash},
+        {"name": "kubernetes_write", "enabled": configured.write_tools},
     ]
     for row in rows:
         row.setdefault("status", "enabled" if row["enabled"] else "disabled")
@@ -70,9 +89,8 @@ async def toolsets(request: Request) -> list[dict[str, Any]]:
 
 
 @router.get("/api/info")
-async def info(request: Request) -> dict[str, Any]:
+async def info(request: Request, svc: ServicesDep) -> dict[str, Any]:
     """Version, authentication, models and toolsets (with their health) of this server."""
-    svc = services(request)
     auth = getattr(request.app.state, "authenticator", None) is not None
     return {
         "server": "lestrade",

@@ -21,7 +21,7 @@ from lestrade.api.holmes.events import tool_calls_of
 from lestrade.api.holmes.requests import REQUEST_ID_HEADER, error_response, new_request_id
 from lestrade.api.holmes.runs import RunCursor
 from lestrade.api.holmes.schemas import InvestigateRequest, InvestigationResponse, WorkloadHealthRequest
-from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.services import Services, ServicesDep
 from lestrade.api.holmes.streams import last_event, resumed_stream, stream
 from lestrade.api.holmes.workload import HEALTH_RESPONSE_FORMAT, HEALTH_SECTIONS, HealthAnswerError, health_answer
 from lestrade.kube import ApiException, resource_path
@@ -123,17 +123,15 @@ async def _answer(
 
 
 @router.post("/api/investigate", response_model=InvestigationResponse)
-async def investigate(req: InvestigateRequest, request: Request) -> Response:
+async def investigate(req: InvestigateRequest, request: Request, svc: ServicesDep) -> Response:
     """Runs an Investigation and answers when it is done."""
-    svc = services(request)
     cursor = await _create(request, svc, _investigation_spec(req, svc), "/api/investigate")
     return await _answer(svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results)
 
 
 @router.post("/api/stream/investigate", response_model=None)
-async def stream_investigate(req: InvestigateRequest, request: Request) -> Response:
+async def stream_investigate(req: InvestigateRequest, request: Request, svc: ServicesDep) -> Response:
     """Runs an Investigation and streams its progress as SSE events."""
-    svc = services(request)
     resumed = await resumed_stream(request, svc)
     if resumed is not None:
         return resumed
@@ -141,9 +139,8 @@ async def stream_investigate(req: InvestigateRequest, request: Request) -> Respo
 
 
 @router.post("/api/workload_health_check", response_model=InvestigationResponse)
-async def workload_health_check(req: WorkloadHealthRequest, request: Request) -> Response:
+async def workload_health_check(req: WorkloadHealthRequest, request: Request, svc: ServicesDep) -> Response:
     """A health check of one workload, as an Investigation with the ask as its question."""
-    svc = services(request)
     cursor = await _create(request, svc, _health_spec(req, svc), "/api/workload_health_check")
     return await _answer(
         svc, cursor, request, tool_calls=req.include_tool_calls, results=req.include_tool_call_results, health=True

@@ -85,7 +85,7 @@ def _ended_at(state: TranscriptState, after: EventPosition, kind: RunKind) -> bo
     that status reported)."""
     if after.index == FAILURE_INDEX:
         return True
-    if after.seq >= len(state.records) or state.records[after.seq].get("t") not in TERMINAL_RECORDS:
+    if after.seq >= len(state.records) or state.records[after.seq]["t"] not in TERMINAL_RECORDS:
         return False
     following = next(iter(events_after(state, after, kind=kind, since=0)), None)
     return following is None or following.position.seq != after.seq

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from lestrade.api.base.follow import Follower
 from lestrade.api.base.watch import SharedWatch
@@ -12,7 +13,7 @@ from lestrade.api.holmes.chats import ChatStore
 from lestrade.config import ModelList
 from lestrade.kube import Kube
 
-__all__ = ["Services", "services"]
+__all__ = ["Services", "services", "ServicesDep"]
 
 
 @dataclass
@@ -30,3 +31,7 @@ class Services:
 
 def services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+"""A route's parameter `svc: ServicesDep`: the app's services, as FastAPI's dependency."""

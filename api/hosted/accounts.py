@@ -19,7 +19,6 @@ otherwise 400, listing the known clusters.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,8 +43,7 @@ class HostedSettings:
     """Names of the cluster(s) this installation answers about; `cluster_id` must be one."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> HostedSettings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> HostedSettings:
         names = [n.strip() for n in (env.get("LESTRADE_CLUSTER_NAMES") or "").split(",") if n.strip()]
         if not names and (env.get("LESTRADE_CLUSTER_NAME") or "").strip():
             names = [env["LESTRADE_CLUSTER_NAME"].strip()]

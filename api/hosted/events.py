@@ -37,8 +37,9 @@ def error_code_for(reason: str) -> str:
 
 def _call(state: TranscriptState, seq: int, call_id: str) -> tuple[str, str]:
     """(name, arguments) of tool call `call_id` of the assistant message at record `seq`."""
-    record = state.records[seq] if 0 <= seq < len(state.records) else {}
-    for call in (record.get("message") or {}).get("tool_calls") or []:
+    record = state.records[seq] if 0 <= seq < len(state.records) else None
+    message = record["message"] if record is not None and record["t"] == RecordType.MESSAGE else {}
+    for call in message.get("tool_calls") or []:
         if call.get("id") == call_id:
             fn = call.get("function") or {}
             return str(fn.get("name") or ""), str(fn.get("arguments") or "")
@@ -90,8 +91,8 @@ def hosted_event(event: Event, state: TranscriptState) -> tuple[str, dict[str, A
         case "ai_answer_end":
             return event.name, {"analysis": data.get("analysis") or ""}
         case "error":
-            record = state.records[event.position.seq] if event.position.seq < len(state.records) else {}
-            reason = str(record.get("reason") or "") if record.get("t") == RecordType.ERROR else ""
+            record = state.records[event.position.seq] if event.position.seq < len(state.records) else None
+            reason = str(record.get("reason") or "") if record is not None and record["t"] == RecordType.ERROR else ""
             if data.get("error_code") == RATE_LIMIT_ERROR_CODE:
                 reason = "RateLimited"
             return event.name, {"msg": str(data.get("msg") or ""), "error_code": error_code_for(reason or "Failed")}

@@ -28,7 +28,7 @@ from lestrade.api.base.follow import ResourceGone
 from lestrade.api.holmes import streams
 from lestrade.api.holmes.chats import ClientError, check_model
 from lestrade.api.holmes.runs import RunCursor, follow_run
-from lestrade.api.holmes.services import Services, services
+from lestrade.api.holmes.services import Services, ServicesDep
 from lestrade.api.holmes.sse import sse_response
 from lestrade.api.hosted.accounts import ClusterUnresolved, HostedSettings, resolve_cluster
 from lestrade.api.hosted.events import hosted_event
@@ -88,9 +88,8 @@ def _stream(svc: Services, cursor: RunCursor) -> Response:
 
 
 @router.post("/api/holmes/{account_id}/chat", response_model=None)
-async def hosted_chat(account_id: str, request: Request) -> Response:
+async def hosted_chat(account_id: str, request: Request, svc: ServicesDep) -> Response:
     """Ask Holmes about a cluster: `{cluster_id, analysis}`, or 002's SSE stream."""
-    svc = services(request)
     hosted: HostedSettings = request.app.state.hosted
     if hosted.account_id is not None and account_id != hosted.account_id:
         return _refuse(404, f"account_id: account {account_id!r} is not served here")

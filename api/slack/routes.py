@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,7 @@ class SlackSettings:
     """Messages are only ever updated at Slack's own address."""
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> SlackSettings:
-        env = dict(os.environ if env is None else env)
+    def from_env(cls, env: Mapping[str, str]) -> SlackSettings:
         path = env.get("LESTRADE_SLACK_SIGNING_SECRET_FILE")
         secret = Path(path).read_text().strip().encode() if path and Path(path).is_file() else None
         mapping = env.get("LESTRADE_SLACK_USER_MAP") or ""

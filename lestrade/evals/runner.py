@@ -131,12 +131,12 @@ class OperatorThread:
 def operator_settings(env: Environment, tools_account: str) -> OperatorSettings:
     return OperatorSettings.from_env(
         {},
-        tools_service_account=tools_account,
-        prometheus_url=env.prometheus_url,
-        status_interval=0.2,
-        job_namespace=EVAL_NAMESPACE,
-        lease_namespace=EVAL_NAMESPACE,
-        spend_ledger_namespace=EVAL_NAMESPACE,
+        tenancy={"tools_service_account": tools_account},
+        tools={"prometheus_url": env.prometheus_url},
+        status={"interval": 0.2},
+        jobs={"namespace": EVAL_NAMESPACE},
+        replicas={"lease_namespace": EVAL_NAMESPACE},
+        spend={"ledger_namespace": EVAL_NAMESPACE},
     )
 
 
@@ -234,7 +234,7 @@ def investigation_body(scenario: Scenario, model: str, *, max_steps: int) -> dic
         "metadata": {
             "name": scenario.name,
             "namespace": EVAL_NAMESPACE,
-            "labels": {"lestrade.dev/eval": scenario.name},
+            "labels": {EVAL_LABEL: scenario.name},
         },
         "spec": spec,
     }

@@ -27,12 +27,12 @@ from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 from lestrade.evals.scenario import EventSpec, GeneratedLines, LogSpec, Scenario
 from lestrade.localcluster.processes import wait_until
 from lestrade.localcluster.simlogs import as_cri_log
+from lestrade.resources.keys import EVAL_LABEL, SIMULATE_ANNOTATION
+from lestrade.resources.keys import PREFIX as KEY_PREFIX
+from lestrade.resources.keys import SIMULATED_STATUS_ANNOTATION as STATUS_ANNOTATION
 
 __all__ = ["STATUS_ANNOTATION", "EVAL_LABEL", "prepare", "render_lines", "Stager"]
 
-STATUS_ANNOTATION = "lestrade.dev/status"
-SIMULATE_ANNOTATION = "lestrade.dev/simulate"
-EVAL_LABEL = "lestrade.dev/eval"
 _KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists"}
 _TEMPLATED = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 
@@ -195,7 +195,7 @@ class Stager:
             patch = [
                 {"op": "remove", "path": "/metadata/annotations/" + key.replace("/", "~1")}
                 for key in pod.metadata.annotations or {}
-                if key.startswith("lestrade.dev/") and key != SIMULATE_ANNOTATION
+                if key.startswith(KEY_PREFIX) and key != SIMULATE_ANNOTATION
             ]
             if patch:
                 self.core.patch_namespaced_pod(pod.metadata.name, namespace, patch)

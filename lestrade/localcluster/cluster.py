@@ -26,6 +26,7 @@ from lestrade.localcluster.pki import ClusterPKI, create_pki
 from lestrade.localcluster.processes import ManagedProcess, StartupError, wait_until
 from lestrade.localcluster.serviceaccounts import ServiceAccountTokens
 from lestrade.localcluster.simlogs import LogSimulator
+from lestrade.resources.keys import SIMULATE_ANNOTATION
 
 __all__ = ["LocalCluster", "ExternalCluster", "StartupError", "KWOK_NODE_ANNOTATION"]
 
@@ -294,7 +295,7 @@ class LocalCluster(ServiceAccountTokens):
         for doc in documents:
             if (doc.get("metadata") or {}).get("name") in ("pod-ready", "node-initialize", "node-heartbeat"):
                 doc["spec"]["selector"]["matchExpressions"].append(
-                    {"key": '.metadata.annotations["lestrade.dev/simulate"]', "operator": "DoesNotExist"}
+                    {"key": '.metadata.annotations["' + SIMULATE_ANNOTATION + '"]', "operator": "DoesNotExist"}
                 )
         ours = resources.files("lestrade.localcluster").joinpath("stages.yaml").read_text()
         documents += [doc for doc in yaml.safe_load_all(ours) if doc]

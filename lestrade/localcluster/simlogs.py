@@ -19,10 +19,10 @@ from pathlib import Path
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from lestrade.resources.keys import LOGS_ANNOTATION, PREVIOUS_LOGS_ANNOTATION
+
 __all__ = ["LogSimulator", "LOGS_ANNOTATION", "PREVIOUS_LOGS_ANNOTATION", "as_cri_log"]
 
-LOGS_ANNOTATION = "lestrade.dev/logs"
-PREVIOUS_LOGS_ANNOTATION = "lestrade.dev/previous-logs"
 
 log = logging.getLogger(__name__)
 

@@ -22,18 +22,16 @@ from lestrade.resources.common import (
     PRESERVE_UNKNOWN,
     Condition,
     Decision,
-    PendingApproval,
     Phase,
     ToolCall,
-    TranscriptRef,
     Usage,
     WireModel,
     cel_rule,
     parse_duration,
 )
 from lestrade.resources.constants import API_VERSION, CONVERSATION_KIND
-from lestrade.resources.destination import DeliverTo, DeliveryRecord
-from lestrade.resources.tenancy import Requester, RunScope
+from lestrade.resources.destination import DeliverTo
+from lestrade.resources.runstatus import RunStatus
 
 __all__ = [
     "ConversationPhase",
@@ -418,7 +416,7 @@ class TurnStatus(WireModel):
     completion_time: datetime | None = Field(default=None, description="When the turn was Answered or Failed.")
 
 
-class ConversationStatus(WireModel):
+class ConversationStatus(RunStatus):
     """Answers and progress. Written only by the operator."""
 
     phase: ConversationPhase | None = Field(
@@ -459,46 +457,9 @@ class ConversationStatus(WireModel):
             "x-kubernetes-list-map-keys": ["id"],
         },
     )
-    pending_approvals: list[PendingApproval] = Field(
-        default_factory=list,
-        description="Tool calls waiting for a decision in spec.decisions.",
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["toolCallId"],
-        },
-    )
     usage: Usage | None = Field(default=None, description="Tokens and cost spent by the whole conversation.")
-    message: str | None = Field(default=None, description="Human-readable summary of the current state or the error.")
     model: str | None = Field(default=None, description="The model used for the latest turn.")
-    transcript: TranscriptRef | None = Field(
-        default=None, description="Where the full conversation with the model is kept."
-    )
-    requester: Requester | None = Field(
-        default=None,
-        description="Who created this resource, as recorded at admission (see README: who sees what).",
-    )
-    scope: RunScope | None = Field(default=None, description="What the tools of the latest run may read, and why.")
     last_activity_time: datetime | None = Field(default=None, description="When the latest turn started or finished.")
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The .metadata.generation this status reflects."
-    )
-    delivery: str | None = Field(
-        default=None,
-        max_length=16,
-        description="Pending while spec.deliver has messages to send, Done once every one is "
-        "Sent or Failed (see deliveries).",
-    )
-    deliveries: list[DeliveryRecord] = Field(
-        default_factory=list,
-        max_length=256,
-        description="Each message to a destination of spec.deliver: state, attempts, last error.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
-    )
-    kopf: dict[str, Any] | None = Field(
-        default=None,
-        description="Operator bookkeeping (handler progress); not meant for people.",
-        json_schema_extra=PRESERVE_UNKNOWN,
-    )
 
 
 class Conversation(WireModel):

@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 
 from lestrade.resources.common import Condition, WireModel, cel_rule
 from lestrade.resources.constants import API_VERSION, DESTINATION_KIND
+from lestrade.resources.keys import DESTINATION_SECRET_LABEL
 
 __all__ = [
     "DESTINATION_SECRET_LABEL",
@@ -43,7 +44,6 @@ __all__ = [
     "DELIVERY_DONE",
 ]
 
-DESTINATION_SECRET_LABEL = "lestrade.dev/destination"
 """A Secret is read for a Destination only when it carries this label with the value "true"."""
 
 DELIVERY_PENDING = "Pending"

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from lestrade.resources.common import DURATION_PATTERN, Condition, WireModel, cel_rule
 from lestrade.resources.constants import API_VERSION, MCPSERVER_KIND
+from lestrade.resources.keys import MCP_CREDENTIALS_LABEL
 
 __all__ = [
     "MCP_CREDENTIALS_LABEL",
@@ -33,7 +34,6 @@ __all__ = [
     "server_name_rule",
 ]
 
-MCP_CREDENTIALS_LABEL = "lestrade.dev/mcp-credentials"
 """A Secret the operator reads for an MCPServer's headers must carry this label with value
 "true": otherwise anyone who may create an MCPServer could make the operator send any Secret of
 the namespace to a URL of their choice."""

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from lestrade.resources.common import WireModel
+from lestrade.resources.keys import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
 __all__ = [
     "REQUESTED_BY_ANNOTATION",
@@ -24,9 +25,6 @@ __all__ = [
     "RunScope",
     "requester_of",
 ]
-
-REQUESTED_BY_ANNOTATION = "lestrade.dev/requested-by"
-REQUESTER_GROUPS_ANNOTATION = "lestrade.dev/requester-groups"
 
 
 class Requester(WireModel):

@@ -43,7 +43,6 @@ FIX_CHARS = 1000
 BODY_CHARS = 6000
 """Characters of a run's text that are indexed (the start of the answer says what it found)."""
 MAX_TERMS = 24
-ALERT_ROUTE_LABEL = "lestrade.dev/alert-route"  # lestrade.triggers.naming (not imported: no jinja2 here)
 _ROOT_CAUSE = re.compile(r"root cause|conclusion|cause", re.I)
 _FIX = re.compile(r"next step|remediation|fix|resolution", re.I)
 _TERM = re.compile(r"\w+", re.UNICODE)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lestrade.resources.common import PendingApproval, ToolCall, Usage
+from lestrade.runs.records import PendingCall, ToolResultRecord
 from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = [
@@ -47,7 +48,7 @@ class ProgressRecord:
 def progress_records(state: TranscriptState, after: int = -1) -> list[ProgressRecord]:
     """The records with seq > `after`, in order."""
     return [
-        ProgressRecord(seq, str(record.get("t")), {k: v for k, v in record.items() if k != "t"})
+        ProgressRecord(seq, record["t"], {k: v for k, v in record.items() if k != "t"})
         for seq, record in enumerate(state.records)
         if seq > after
     ]
@@ -89,15 +90,14 @@ def run_facts(state: TranscriptState, since: int = 0, until: int | None = None, 
     never got one."""
     steps = 0
     calls: dict[str, ToolCall] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ToolResultRecord] = {}
     started: set[str] = set()
     decided: set[str] = set()
-    approval: list[dict[str, Any]] = []
+    approval: list[PendingCall] = []
     digests: dict[str, str] = {}
     usage = Usage()
     for record in state.records[since:until]:
-        kind = record.get("t")
-        if kind == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             message = record["message"]
             if message.get("role") != "assistant":
                 continue
@@ -112,18 +112,18 @@ def run_facts(state: TranscriptState, since: int = 0, until: int | None = None, 
                         params=short_params(call_arguments(fn.get("arguments"))),
                     ),
                 )
-        elif kind == RecordType.TOOL_STARTED:
+        elif record["t"] == RecordType.TOOL_STARTED:
             started.add(record["id"])
             digests[record["id"]] = str(record.get("digest") or "")
-        elif kind == RecordType.TOOL_RESULT:
+        elif record["t"] == RecordType.TOOL_RESULT:
             results[record["id"]] = record
             digests[record["id"]] = str(record.get("digest") or digests.get(record["id"], ""))
-        elif kind == RecordType.DECISION:
+        elif record["t"] == RecordType.DECISION:
             decided.add(record["id"])
-        elif kind == RecordType.APPROVAL_NEEDED:
+        elif record["t"] == RecordType.APPROVAL_NEEDED:
             approval = list(record.get("pending") or [])
             digests.update({p["toolCallId"]: str(p.get("digest") or "") for p in approval})
-        elif kind == RecordType.TOKENS:
+        elif record["t"] == RecordType.TOKENS:
             usage = Usage(
                 prompt_tokens=usage.prompt_tokens + int(record.get("promptTokens") or 0),
                 completion_tokens=usage.completion_tokens + int(record.get("completionTokens") or 0),

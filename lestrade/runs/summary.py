@@ -131,8 +131,7 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
     calls: dict[str, dict[str, Any]] = {}
     next_ask = 0
     for seq, record in enumerate(state.records):
-        kind = record.get("t")
-        if kind == RecordType.MESSAGE and (record.get("message") or {}).get("role") == "user":
+        if record["t"] == RecordType.MESSAGE and (record.get("message") or {}).get("role") == "user":
             content = _text((record.get("message") or {}).get("content"))
             item: dict[str, Any] = {"seq": seq, "kind": "user", "text": content}
             if next_ask < len(asks) and asks[next_ask][1] and content.startswith(asks[next_ask][1]):
@@ -145,7 +144,7 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
             continue
         if seq < since:
             continue
-        if kind == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             message = record.get("message") or {}
             role = message.get("role")
             if role == "assistant":
@@ -170,12 +169,12 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                 call = calls.get(str(message.get("tool_call_id") or ""))  # type: ignore[assignment]
                 if call is not None:
                     call["output"] = _text(message.get("content"))[:MAX_OUTPUT_CHARS]
-        elif kind == RecordType.TOOL_RESULT:
+        elif record["t"] == RecordType.TOOL_RESULT:
             call = calls.get(str(record.get("id") or ""))  # type: ignore[assignment]
             if call is not None:
                 call["status"] = str(record.get("status") or "")
                 call["description"] = str(record.get("description") or call["description"])
-        elif kind == RecordType.APPROVAL_NEEDED:
+        elif record["t"] == RecordType.APPROVAL_NEEDED:
             pending = list(record.get("pending") or [])
             for p in pending:
                 call = calls.get(str(p.get("toolCallId") or ""))  # type: ignore[assignment]
@@ -183,7 +182,7 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                     call["status"] = "approval_required"
                     call["description"] = str(p.get("description") or "")
             items.append({"seq": seq, "kind": "approval", "pending": pending})
-        elif kind == RecordType.DECISION:
+        elif record["t"] == RecordType.DECISION:
             items.append(
                 {
                     "seq": seq,
@@ -193,7 +192,7 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                     "reason": record.get("reason"),
                 }
             )
-        elif kind == RecordType.TOKENS:
+        elif record["t"] == RecordType.TOKENS:
             items.append(
                 {
                     "seq": seq,
@@ -204,18 +203,18 @@ def timeline(state: TranscriptState, since: int = 0, asks: Sequence[tuple[str, s
                     "cost": float(record.get("cost") or 0.0),
                 }
             )
-        elif kind == RecordType.COMPACTION:
+        elif record["t"] == RecordType.COMPACTION:
             items.append({"seq": seq, "kind": "compaction", "messages": len(record.get("messages") or [])})
-        elif kind == RecordType.TURN:
+        elif record["t"] == RecordType.TURN:
             items.append({"seq": seq, "kind": "turn", "index": int(record.get("index") or 0)})
-        elif kind == RecordType.ANSWER:
+        elif record["t"] == RecordType.ANSWER:
             text = str(record.get("text") or "")
             # The final assistant message usually *is* the answer: shown once, as the answer.
             last = next((i for i in reversed(items) if i["kind"] != "tokens"), None)
             if last is not None and last["kind"] == "assistant" and last["text"].strip() == text.strip():
                 items.remove(last)
             items.append({"seq": seq, "kind": "answer", "text": text, "sections": record.get("sections")})
-        elif kind == RecordType.ERROR:
+        elif record["t"] == RecordType.ERROR:
             items.append(
                 {
                     "seq": seq,

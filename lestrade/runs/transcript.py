@@ -9,7 +9,8 @@ starts when the current one is full.
 
 Record `n` is stored under the key `r-<n, 7 digits>` (a record too big for one chunk is split
 into parts `r-0000042.000`, `r-0000042.001`, ... whose strings concatenate to the JSON). Every
-record is a JSON object whose `t` says what it is (`RecordType`); its number is its `seq`, so
+record is a JSON object whose `t` says what it is (`RecordType`; each type's shape is a `TypedDict`
+in `lestrade.runs.records`, and records are written and read through those); its number is its `seq`, so
 the records *are* the progress sequence a client streams (`lestrade.runs.progress`):
 ordered, gap-free, and the same for every reader.
 
@@ -62,10 +63,20 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from lestrade.kube import Kube, api_path, is_conflict
+from lestrade.resources.keys import TRANSCRIPT_CHUNK_LABEL as CHUNK_LABEL
+from lestrade.resources.keys import TRANSCRIPT_LABEL
+from lestrade.runs.records import (
+    CompactionRecord,
+    DecisionRecord,
+    MessageRecord,
+    Record,
+    RecordType,
+    ToolLaunchedRecord,
+    ToolStartedRecord,
+)
 
 __all__ = [
     "TranscriptFenced",
@@ -74,6 +85,7 @@ __all__ = [
     "TRANSCRIPT_LABEL",
     "CHUNK_LABEL",
     "RecordType",
+    "Record",
     "TranscriptState",
     "Transcript",
     "decode_chunks",
@@ -81,8 +93,6 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_LIMIT = 512 * 1024
-TRANSCRIPT_LABEL = "lestrade.dev/transcript-of"
-CHUNK_LABEL = "lestrade.dev/transcript-chunk"
 
 _RECORD_KEY = re.compile(r"^r-(\d{7,})(?:\.(\d{3,}))?$")
 _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]+)"')
@@ -101,26 +111,6 @@ def _resource_version(raw: bytes) -> str | None:
     the apiserver writes metadata first, and nothing before it holds that key."""
     match = _RESOURCE_VERSION.search(raw, 0, 8192)
     return match.group(1).decode() if match else None
-
-
-class RecordType(StrEnum):
-    MESSAGE = "message"
-    TOOL_STARTED = "tool_started"
-    TOOL_LAUNCHED = "tool_launched"
-    TOOL_RESULT = "tool_result"
-    APPROVAL_NEEDED = "approval_needed"
-    DECISION = "decision"
-    TOKENS = "tokens"
-    COMPACTION = "compaction"
-    TURN = "turn"
-    ANSWER = "answer"
-    ERROR = "error"
-    AGENT = "agent"
-    """Harness sessions: a subagent started or ended (`event`: start | end, with agentId,
-    parentId, depth), a model's reasoning (`event`: reasoning), or an event recorded as it was
-    emitted (`event`: emit, `type`, `fields`; the rlm mode's REPL events). Records a subagent
-    writes carry the same three fields; its messages are its own history, never the main
-    agent's."""
 
 
 def _is_opening(value: str) -> bool:
@@ -157,7 +147,7 @@ def chunk_name(owner_name: str, owner_uid: str, index: int) -> str:
 class TranscriptState:
     """What a transcript holds: the records in order, and the views a run needs of them."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     """Every record in order; `records[n]` has seq n."""
     messages: list[dict[str, Any]] = field(default_factory=list)
     """Every raw message, in order."""
@@ -169,42 +159,41 @@ class TranscriptState:
     """Tool call ids that may have launched (and had an effect): never run again."""
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Decisions the run acted upon: call id -> {approved, reason, digest}."""
-    compactions: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
     """Compaction records in order."""
     turns: dict[int, int] = field(default_factory=dict)
     """Conversation turn index -> seq of its `turn` record."""
 
-    def apply(self, record: dict[str, Any]) -> None:
+    def apply(self, record: Record) -> None:
         """Adds one record (in order) and updates the views."""
         seq = len(self.records)
         self.records.append(record)
-        kind = record.get("t")
-        if kind == RecordType.MESSAGE:
+        if record["t"] == RecordType.MESSAGE:
             if record.get("agentId"):
                 return  # a subagent's own history (harness sessions), not the conversation's
             self.messages.append(record["message"])
             self.message_seqs.append(seq)
-        elif kind == RecordType.TOOL_STARTED:
+        elif record["t"] == RecordType.TOOL_STARTED:
             self.started.add(record["id"])
             if not record.get("intent"):
                 self.launched.add(record["id"])
-        elif kind == RecordType.TOOL_LAUNCHED:
+        elif record["t"] == RecordType.TOOL_LAUNCHED:
             self.launched.add(record["id"])
-        elif kind == RecordType.DECISION:
+        elif record["t"] == RecordType.DECISION:
             self.decisions[record["id"]] = {
                 "approved": bool(record["approved"]),
                 "reason": record.get("reason"),
                 "digest": record.get("digest"),
             }
-        elif kind == RecordType.COMPACTION:
+        elif record["t"] == RecordType.COMPACTION:
             self.compactions.append(record)
-        elif kind == RecordType.TURN:
+        elif record["t"] == RecordType.TURN:
             self.turns.setdefault(int(record["index"]), seq)
 
     def pending_digests(self) -> dict[str, str]:
         """Call id -> digest of the calls the last `approval_needed` record asked about."""
         for record in reversed(self.records):
-            if record.get("t") == RecordType.APPROVAL_NEEDED:
+            if record["t"] == RecordType.APPROVAL_NEEDED:
                 return {p["toolCallId"]: str(p.get("digest") or "") for p in record.get("pending") or []}
         return {}
 
@@ -220,7 +209,7 @@ class TranscriptState:
         last = self.compactions[-1]
         return list(last["messages"]) + self.messages[int(last["at"]) :]
 
-    def since(self, seq: int) -> list[dict[str, Any]]:
+    def since(self, seq: int) -> list[Record]:
         """The records from `seq` on."""
         return self.records[seq:]
 
@@ -246,7 +235,9 @@ def decode_chunks(chunks: Iterable[Mapping[str, str]]) -> TranscriptState:
             record = json.loads("".join(pieces[i] for i in range(len(pieces))))
         except json.JSONDecodeError:
             break
-        state.apply(record)
+        if not isinstance(record, dict) or not isinstance(record.get("t"), str):
+            break  # not a record: nothing after it counts either
+        state.apply(cast(Record, record))
     return state
 
 
@@ -327,39 +318,44 @@ class Transcript:
 
     # -- appending -----------------------------------------------------------------------------
 
-    def append(self, kind: RecordType, **fields: Any) -> int:
+    def append(self, record: Record) -> int:
         """Buffers one record; returns its seq."""
-        record = {"t": kind.value, **fields}
         seq = len(self.state.records)
         self.state.apply(record)
         self._pending.extend(self._parts(f"r-{seq:07d}", _dumps(record)))
         return seq
 
     def append_message(self, message: dict[str, Any]) -> int:
-        return self.append(RecordType.MESSAGE, message=message)
+        return self.append(MessageRecord(t=RecordType.MESSAGE, message=message))
 
     def append_started(self, call_id: str, digest: str = "", *, read_only: bool = False) -> None:
         """The intent to run a call (stored before it runs; see `append_launched`)."""
         if call_id not in self.state.started:
-            extra = {"readOnly": True} if read_only else {}
-            self.append(RecordType.TOOL_STARTED, id=call_id, digest=digest, intent=True, **extra)
+            record = ToolStartedRecord(t=RecordType.TOOL_STARTED, id=call_id, digest=digest, intent=True)
+            if read_only:
+                record["readOnly"] = True
+            self.append(record)
 
     def append_launched(self, call_id: str, digest: str = "") -> None:
         """A call that may have an effect launches now (store it before the call runs)."""
         if call_id not in self.state.launched:
-            self.append(RecordType.TOOL_LAUNCHED, id=call_id, digest=digest)
+            self.append(ToolLaunchedRecord(t=RecordType.TOOL_LAUNCHED, id=call_id, digest=digest))
 
     def append_decision(self, call_id: str, approved: bool, reason: str | None, digest: str | None = None) -> None:
         if call_id not in self.state.decisions:
-            self.append(RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest)
+            self.append(
+                DecisionRecord(t=RecordType.DECISION, id=call_id, approved=approved, reason=reason, digest=digest)
+            )
 
     def append_compaction(self, messages: list[dict[str, Any]], tokens_before: int = 0, tokens_after: int = 0) -> None:
         self.append(
-            RecordType.COMPACTION,
-            at=len(self.state.messages),
-            messages=messages,
-            tokensBefore=tokens_before,
-            tokensAfter=tokens_after,
+            CompactionRecord(
+                t=RecordType.COMPACTION,
+                at=len(self.state.messages),
+                messages=messages,
+                tokensBefore=tokens_before,
+                tokensAfter=tokens_after,
+            )
         )
 
     def _parts(self, key: str, value: str) -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ from kubernetes import client as k8s
 from lestrade.localcluster.cluster import ExternalCluster, LocalCluster
 from lestrade.localcluster.processes import wait_until
 from lestrade.localcluster.simlogs import as_cri_log
+from lestrade.resources.keys import TEST_NAMESPACE_LABEL
 
 __all__ = ["cluster", "api_client", "crds", "namespace", "kwok_logs"]
 
@@ -67,7 +68,7 @@ def namespace(api_client: k8s.ApiClient, request: pytest.FixtureRequest) -> Iter
     core = k8s.CoreV1Api(api_client)
     base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     name = f"t-{base}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"lestrade.dev/test": "true"})))
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={TEST_NAMESPACE_LABEL: "true"})))
 
     def has_default_sa() -> bool:
         return bool(core.list_namespaced_service_account(name, field_selector="metadata.name=default").items)

@@ -8,6 +8,12 @@ import hashlib
 import math
 from datetime import datetime
 
+from lestrade.resources.keys import (
+    ALERT_FINGERPRINT_LABEL,
+    ALERT_RESOLVED_ANNOTATION,
+    ALERT_ROUTE_LABEL,
+    ALERT_STARTS_AT_ANNOTATION,
+)
 from lestrade.triggers.alerts import Alert
 
 __all__ = [
@@ -20,10 +26,6 @@ __all__ = [
     "investigation_name",
 ]
 
-ALERT_ROUTE_LABEL = "lestrade.dev/alert-route"
-ALERT_FINGERPRINT_LABEL = "lestrade.dev/alert-fingerprint"
-ALERT_STARTS_AT_ANNOTATION = "lestrade.dev/alert-starts-at"
-ALERT_RESOLVED_ANNOTATION = "lestrade.dev/alert-resolved-at"
 CREATED_BY = "lestrade-alertmanager"
 
 

@@ -31,13 +31,12 @@ import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
+from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION, CONTEXT_WRITE_ANNOTATION
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
 
 # Stamped by the API's context store, as the caller, on every change of a Conversation's
 # history (appends, compactions) and settings; the API's own constant, repeated here because
 # the operator does not import the API (a test keeps them equal).
-CONTEXT_UPDATED_ANNOTATION = "lestrade.dev/context-updated-at"
-CONTEXT_WRITE_ANNOTATION = "lestrade.dev/context-write"
 
 __all__ = [
     "POLICY_NAME",

@@ -12,7 +12,6 @@ tool) are left out even when enabled, to keep the first call lean.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -108,7 +107,7 @@ def enabled_sections(
     enabled_prompts: str | None = None,
 ) -> frozenset[str]:
     """The section keys in force: env allow-list, then behavior_controls, then defaults."""
-    raw = os.environ.get("ENABLED_PROMPTS") if enabled_prompts is None else enabled_prompts
+    raw = enabled_prompts  # ENABLED_PROMPTS, read by the operator's settings
     allowed: frozenset[str] = frozenset(SECTION_KEYS)
     if raw is not None and raw.strip():
         items = {item.strip().lower() for item in raw.split(",") if item.strip()}

@@ -29,6 +29,7 @@ from prometheus_client import Counter, Gauge
 
 from lestrade.kube import ApiException, Kube, api_path
 from lestrade.resources.common import parse_duration
+from lestrade.resources.keys import LEDGER_NAMESPACE_ANNOTATION, SPEND_LEDGER_LABEL, SPEND_LIMIT_ANNOTATION
 
 __all__ = [
     "SpendLimit",
@@ -41,7 +42,6 @@ __all__ = [
     "BUDGET_STOPS",
 ]
 
-SPEND_LIMIT_ANNOTATION = "lestrade.dev/spend-limit"
 _BUCKETS = 60  # a window is kept in this many buckets: the window slides in 1/60 steps
 
 NAMESPACE_SPEND_TOKENS = Gauge(
@@ -220,8 +220,8 @@ class Ledger:
                         "kind": "ConfigMap",
                         "metadata": {
                             "name": self._path(namespace).rsplit("/", 1)[-1],
-                            "labels": {"app.kubernetes.io/part-of": "lestrade", "lestrade.dev/spend-ledger": "true"},
-                            "annotations": {"lestrade.dev/namespace": namespace},
+                            "labels": {"app.kubernetes.io/part-of": "lestrade", SPEND_LEDGER_LABEL: "true"},
+                            "annotations": {LEDGER_NAMESPACE_ANNOTATION: namespace},
                         },
                         "data": {key: f"{tokens} {cost!r}"},
                     }

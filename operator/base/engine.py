@@ -62,8 +62,8 @@ class Engine:
     def status_interval(self) -> float:
         """Seconds between progress patches of one run: the configured interval, longer when
         so many runs are active that together they would exceed the patch budget."""
-        budget = self.settings.status_patches_per_second
-        return max(self.settings.status_interval, self.active_runs / budget)
+        budget = self.settings.status.patches_per_second
+        return max(self.settings.status.interval, self.active_runs / budget)
 
     _ledger: Ledger | None = None
 
@@ -71,7 +71,7 @@ class Engine:
     def ledger(self) -> Ledger:
         """The namespaces' spend (budgets.py), made on first use."""
         if self._ledger is None:
-            self._ledger = Ledger(self.kube, self.settings.spend_ledger_namespace, self.settings.namespace_spend_limit)
+            self._ledger = Ledger(self.kube, self.settings.spend.ledger_namespace, self.settings.spend.namespace_limit)
         return self._ledger
 
     async def aclose(self) -> None:

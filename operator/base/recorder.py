@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from collections.abc import Mapping
 from typing import Literal
@@ -32,12 +31,15 @@ class EventRecorder:
 
     _tasks: set[asyncio.Task[None]] = set()  # of every recorder: none must be waited for by a run
 
-    def __init__(self, kube: Kube, involved: Mapping[str, str], component: str = COMPONENT):
-        """`involved` is {apiVersion, kind, name, namespace, uid} of the object."""
+    def __init__(
+        self, kube: Kube, involved: Mapping[str, str], component: str = COMPONENT, instance: str | None = None
+    ):
+        """`involved` is {apiVersion, kind, name, namespace, uid} of the object; `instance` the
+        reporting instance (the pod's name, from the settings; else the host name)."""
         self._kube = kube
         self._involved = dict(involved)
         self._component = component
-        self._instance = os.environ.get("POD_NAME") or socket.gethostname()
+        self._instance = instance or socket.gethostname()
 
     def post(
         self,

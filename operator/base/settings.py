@@ -1,7 +1,10 @@
 """The operator's own settings, read from the environment (the chart sets them) or flags.
 
-They are in one frozen object so a test can start an operator with a concurrency of 2 or a
-50 ms status interval without touching the environment of the test process.
+They are in one frozen object, grouped by what they govern (`settings.runs.concurrency`,
+`settings.replicas.lease_duration`, ... as kopf groups its own), read from the environment once
+by `OperatorSettings.from_env`: nothing else in the operator reads the environment. A test starts
+an operator with a concurrency of 2 or a 50 ms status interval through overrides
+(`runs={"concurrency": 2}`) without touching the environment of the test process.
 
 | variable | default | meaning |
 |---|---|---|
@@ -46,15 +49,31 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from lestrade.config import ModelList, load_model_list
 from lestrade.resources.common import parse_duration
+from lestrade.triggers.reach import RoutePolicy
 
-__all__ = ["OperatorSettings", "PASSED_TO_JOBS"]
+__all__ = [
+    "OperatorSettings",
+    "ProcessSettings",
+    "RunSettings",
+    "StatusSettings",
+    "JobSettings",
+    "ToolSettings",
+    "TenancySettings",
+    "SpendSettings",
+    "TriggerSettings",
+    "ReplicaSettings",
+    "DeliverySettings",
+    "TelemetrySettings",
+    "PASSED_TO_JOBS",
+]
 
 # Settings a Job's pod needs to behave like the operator (never credentials: those reach the
 # Job through the pod template, as references to Secrets).
@@ -112,36 +131,93 @@ def _flag(value: str | None) -> bool:
 
 
 @dataclass(frozen=True)
-class OperatorSettings:
+class RunSettings:
+    """How many runs, and how long each may take."""
+
     concurrency: int = 10
+    """Runs at once per operator; the rest wait in Pending (each holds a model call and tools)."""
     default_timeout: float = 1800.0
+    """Seconds a run may take when `spec.timeout` is not set: a stuck model never holds a slot forever."""
     default_max_steps: int = 20
-    status_interval: float = 0.3
-    status_patches_per_second: float = 50.0
-    chunk_limit: int = 512 * 1024
-    job_mode: bool = False
-    job_namespace: str = "default"
-    job_image: str | None = None
-    job_service_account: str | None = None
-    job_pod_template: dict[str, Any] = field(default_factory=dict)
-    job_env: dict[str, str] = field(default_factory=dict)
-    """Environment passed to the Jobs' container (PASSED_TO_JOBS from the operator's own)."""
+    """Model calls when `spec.maxSteps` is not set: bounds the cost of a run that never concludes."""
     cluster_name: str | None = None
+    """Told to the model, so its answer names the cluster an SRE knows."""
+    select_idle_conversations: bool = True
+    """Kopf watches only Conversations with something to answer (`runs/idle.py`); idle ones are
+    labelled and leave the operator's memory (not in Job mode, which keeps full watches)."""
+    warm_model_client: bool = True
+    """Import litellm and prepare the configured models' client at start, in the background
+    (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
+    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
+    defers it to the first run."""
+
+
+@dataclass(frozen=True)
+class StatusSettings:
+    """How a run's progress is written: its status and its transcript."""
+
+    interval: float = 0.3
+    """Seconds between coalesced status patches of one run: progress is visible without a
+    write per token."""
+    patches_per_second: float = 50.0
+    """Progress patches of all runs together (the interval stretches): a burst of runs does
+    not flood the apiserver."""
+    transcript_chunk_bytes: int = 512 * 1024
+    """Most bytes in one transcript ConfigMap: under the apiserver's 1 MiB object limit with room."""
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Job mode: each run in a Kubernetes Job instead of in the operator's process."""
+
+    enabled: bool = False
+    """Runs isolated from each other and from the operator (their own pod, limits, identity)."""
+    namespace: str = "default"
+    """Where the Jobs run: the operator's namespace unless set."""
+    image: str | None = None
+    """Image of the Jobs: the operator's own image."""
+    service_account: str | None = None
+    """Service account of the Jobs' pods (it needs only the run's resource and transcript)."""
+    pod_template: dict[str, Any] = field(default_factory=dict)
+    """A pod spec to start from (volumes, env, resources), from `LESTRADE_JOB_POD_TEMPLATE`."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment passed to the Jobs' container (PASSED_TO_JOBS from the operator's own): a Job
+    must behave like the operator."""
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """What the model can use, beyond the Kubernetes reads every run has."""
+
     prometheus_url: str | None = None
+    """Enables the Prometheus tools."""
     prometheus_namespace_label: str = "namespace"
     """The series label that names a series' namespace: scoped runs' PromQL is confined by it."""
     alertmanager_url: str | None = None
     """Alertmanager's base URL: the alerting tools read its active alerts and silences."""
-    enable_write_tools: bool = False
-    enable_bash: bool = True
+    write_tools: bool = False
+    """Offers the write actions (each call still needs a person's approval)."""
+    bash: bool = True
+    """Offers the bash tool (sandboxed, read-only commands run unattended)."""
     runbook_dirs: tuple[str, ...] = ()
+    """Folders of runbooks the model may follow."""
     runbook_namespaces: tuple[str, ...] = ()
     """Never a tenant's: a runbook is an instruction the model follows."""
+    mcp_refresh: float = 60.0
+    """Seconds between listings of a Ready MCPServer's tools: new tools appear without a restart
+    (a failing server is retried sooner, 1 s doubling up to this)."""
+
+
+@dataclass(frozen=True)
+class TenancySettings:
+    """Whose eyes the tools read with."""
+
     tools_service_account: str | None = None
-    """`namespace/name` of the tools' read-only ServiceAccount (see `tenancy/tools_identity.py`)."""
+    """`namespace/name` of the tools' read-only ServiceAccount (see `tenancy/tools_identity.py`):
+    the tools never act with the operator's own rights."""
     scopes_namespace: str | None = None
-    """Where the per-scope tools accounts live (tenant isolation, see `tenancy/scope_identity.py`); unset:
-    every run reads with the cluster-wide tools account, as before tenancy existed."""
+    """Where the per-scope tools accounts live (tenant isolation, see `tenancy/scope_identity.py`);
+    unset: every run reads with the cluster-wide tools account, as before tenancy existed."""
     tools_read_role: str = "lestrade-tools-read"
     """The read-only ClusterRole the per-scope accounts are bound to, per namespace."""
     scope_identity_idle: float = 24 * 3600.0
@@ -149,26 +225,44 @@ class OperatorSettings:
     (`tenancy/scope_identity.py`; the next run of that scope makes them again)."""
     scope_policy: str | None = None
     """`namespace/name` of the ConfigMap with the cluster admin's scope grants (scopes.py)."""
-    metrics_port: int = 0
-    """Port of the Prometheus metrics (0: not served)."""
-    namespace_spend_limit: str = ""
+
+
+@dataclass(frozen=True)
+class SpendSettings:
+    """Budgets across runs (budgets.py)."""
+
+    namespace_limit: str = ""
     """Spend limit of every namespace without its own `lestrade.dev/spend-limit` annotation,
-    e.g. `tokens=500000,cost=20,window=24h` (budgets.py); empty: none."""
+    e.g. `tokens=500000,cost=20,window=24h`; empty: none."""
+    ledger_namespace: str = "default"
+    """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
+
+
+@dataclass(frozen=True)
+class TriggerSettings:
+    """What starts runs without a person: schedules and Warning Events."""
+
     schedule_recheck: float = 10.0
-    mcp_refresh: float = 60.0
     """Seconds between a ScheduledInvestigation's rounds when no time is due (to follow its
     runs and spec edits); as often as the CronJob controller looks."""
     event_batch_seconds: float = 1.0
     """Warning Events are collected this long and dispatched to the AlertRoutes together
     (event_source.py): one listing and one status update per route per burst."""
-    spend_ledger_namespace: str = "default"
-    """Where the per-namespace spend ledgers live: the operator's namespace, out of tenants' reach."""
-    replicas: str = "standby"
-    """`shared`: replicas split the objects between them (membership.py, ownership.py);
-    `standby`: Kopf peering, the others wait (kept for Job mode and existing installs)."""
-    replica_name: str = ""
+    alert_routes: RoutePolicy = field(default_factory=lambda: RoutePolicy("default", frozenset()))
+    """Which namespaces' `Any` routes the API honours (LESTRADE_ALERT_ROUTES_*, beside the API's
+    namespace): the operator explains a route's Ready condition by the policy the API matches by."""
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    """Several operators: who runs what (membership.py, ownership.py)."""
+
+    mode: str = "standby"
+    """`shared`: replicas split the objects between them; `standby`: Kopf peering, the others
+    wait (kept for Job mode and existing installs)."""
+    name: str = ""
     """This replica's name (its Lease is `<group>-<name>`); empty: POD_NAME, else host-pid."""
-    replica_group: str = "lestrade"
+    group: str = "lestrade"
     """Replicas with the same group share the work; two releases in one namespace differ."""
     lease_namespace: str = "default"
     """Where the replicas' Leases live: the operator's namespace."""
@@ -182,94 +276,200 @@ class OperatorSettings:
     lease_renew_interval: float = 3.0
     """Seconds between renewals (and looks at the others' Leases): several tries fit in the
     deadline, so one slow request does not fence a healthy replica."""
-    select_idle_conversations: bool = True
-    """Kopf watches only Conversations with something to answer (`runs/idle.py`); idle ones are
-    labelled and leave the operator's memory (not in Job mode, which keeps full watches)."""
-    warm_model_client: bool = True
-    """Import litellm and prepare the configured models' client at start, in the background
-    (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
-    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
-    defers it to the first run."""
     claim_handoff: float = 0.5
     """Seconds a replica waits before claiming an object another live replica is preferred
     for: bursts split without two claims racing for each object."""
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    """Results sent where people are (delivery/)."""
+
     console_url: str | None = None
     """Base URL of the web console, for the links in delivered messages."""
-    delivery_timeout: float = 10.0
-    """Seconds one delivery attempt may take (delivery/watch.py)."""
+    timeout: float = 10.0
+    """Seconds one delivery attempt may take; an attempt left `Sending` longer (its operator
+    died) is tried again."""
     api_url: str | None = None
     """The API's URL for webhook receivers: where signed decision links point."""
     decision_key_file: str | None = None
     """The key that signs decision links (lestrade.decision_links), shared with the API."""
 
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """What the operator tells about itself."""
+
+    metrics_port: int = 0
+    """Port of the Prometheus metrics (`/metrics`); 0: not served."""
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """The operator process among its peers: what it watches, how standby replicas take over."""
+
+    watch_namespaces: tuple[str, ...] = ()
+    """Only these namespaces (`--namespace`); empty: all, as one operator per cluster is the default."""
+    peering_name: str = "lestrade"
+    """Kopf's peering object of standby replicas: one release, one peering."""
+    peering_lifetime: int = 20
+    """Standby: seconds without the active peer's keep-alive before another takes over."""
+    liveness: str | None = None
+    """Kopf's health endpoint URL (the chart's liveness probe), e.g. http://0.0.0.0:8081/healthz."""
+    install_admission_policy: bool = True
+    """Apply the admission policies at start (needs the right to; the chart ships them instead)."""
+
+
+_GROUPS: dict[str, type] = {
+    "process": ProcessSettings,
+    "runs": RunSettings,
+    "status": StatusSettings,
+    "jobs": JobSettings,
+    "tools": ToolSettings,
+    "tenancy": TenancySettings,
+    "spend": SpendSettings,
+    "triggers": TriggerSettings,
+    "replicas": ReplicaSettings,
+    "delivery": DeliverySettings,
+    "telemetry": TelemetrySettings,
+}
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Every setting of the operator, grouped by what it governs (as kopf groups its own)."""
+
+    process: ProcessSettings = field(default_factory=ProcessSettings)
+    runs: RunSettings = field(default_factory=RunSettings)
+    status: StatusSettings = field(default_factory=StatusSettings)
+    jobs: JobSettings = field(default_factory=JobSettings)
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    tenancy: TenancySettings = field(default_factory=TenancySettings)
+    spend: SpendSettings = field(default_factory=SpendSettings)
+    triggers: TriggerSettings = field(default_factory=TriggerSettings)
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    pod_name: str | None = None
+    """POD_NAME: the Events this operator posts name it as their reporting instance."""
+    enabled_prompts: str | None = None
+    """ENABLED_PROMPTS: which optional prompt parts the model gets (agent/prompts.py)."""
+    models: ModelList | None = None
+    """LESTRADE_MODEL_LIST (lestrade.config): the models runs may use; None: the demo model."""
+    tracing: Mapping[str, str] = field(default_factory=dict)
+    """The standard OTEL_* variables (base/telemetry.py): traces are on when they ask for it."""
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OperatorSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Mapping[str, Any] | None) -> OperatorSettings:
+        """Reads the environment once. `overrides`: per group, the fields to set instead, e.g.
+        `runs={"concurrency": 2}` (a test's operator, or the command line's flags)."""
         env = dict(os.environ if env is None else env)
         template: dict[str, Any] = {}
         if env.get("LESTRADE_JOB_POD_TEMPLATE"):
             template = yaml.safe_load(Path(env["LESTRADE_JOB_POD_TEMPLATE"]).read_text()) or {}
-        passed = {key: env[key] for key in PASSED_TO_JOBS if env.get(key)}
-        values: dict[str, Any] = {
-            "concurrency": int(env.get("LESTRADE_MAX_CONCURRENT_RUNS", "10")),
-            "default_timeout": parse_duration(env.get("LESTRADE_DEFAULT_TIMEOUT", "30m")),
-            "default_max_steps": int(env.get("LESTRADE_DEFAULT_MAX_STEPS", "20")),
-            "status_interval": float(env.get("LESTRADE_STATUS_INTERVAL", "0.3")),
-            "status_patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "50")),
-            "chunk_limit": int(env.get("LESTRADE_TRANSCRIPT_CHUNK_BYTES", str(512 * 1024))),
-            "job_mode": _flag(env.get("LESTRADE_JOB_MODE")),
-            "job_namespace": env.get("LESTRADE_JOB_NAMESPACE") or _own_namespace(env),
-            "job_image": env.get("LESTRADE_JOB_IMAGE") or None,
-            "job_service_account": env.get("LESTRADE_JOB_SERVICE_ACCOUNT") or None,
-            "job_pod_template": template,
-            "job_env": passed,
-            "cluster_name": env.get("LESTRADE_CLUSTER_NAME") or None,
-            "prometheus_url": env.get("LESTRADE_PROMETHEUS_URL") or None,
-            "prometheus_namespace_label": env.get("LESTRADE_PROMETHEUS_NAMESPACE_LABEL") or "namespace",
-            "alertmanager_url": env.get("LESTRADE_ALERTMANAGER_URL") or None,
-            "enable_write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
-            "enable_bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
-            "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
-            "runbook_namespaces": tuple(
-                n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",") if n.strip()
-            )
-            or (_own_namespace(env),),
-            "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
-            "metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0"),
-            "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
-            "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
-            "scope_identity_idle": parse_duration(env.get("LESTRADE_SCOPE_IDENTITY_IDLE", "24h")),
-            "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
-            "namespace_spend_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
-            "spend_ledger_namespace": _own_namespace(env),
-            "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
-            "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
-            "select_idle_conversations": _flag(env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS", "true")),
-            "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
-            "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
-            "replicas": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
-            "replica_name": env.get("LESTRADE_REPLICA_NAME")
-            or env.get("POD_NAME")
-            or f"{socket.gethostname()}-{os.getpid()}",
-            "replica_group": env.get("LESTRADE_REPLICA_GROUP") or "lestrade",
-            "lease_namespace": _own_namespace(env),
-            "lease_duration": float(env.get("LESTRADE_LEASE_DURATION", "20")),
-            "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
-            "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
-            "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
-            "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
-            "delivery_timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
-            "api_url": env.get("LESTRADE_API_URL") or None,
-            "decision_key_file": env.get("LESTRADE_DECISION_KEY_FILE") or None,
+        own = _own_namespace(env)
+        groups: dict[str, dict[str, Any]] = {
+            "process": {
+                "watch_namespaces": tuple(
+                    n.strip() for n in env.get("LESTRADE_WATCH_NAMESPACES", "").split(",") if n.strip()
+                ),
+                "peering_name": env.get("LESTRADE_PEERING_NAME") or "lestrade",
+                "peering_lifetime": int(env.get("LESTRADE_PEERING_LIFETIME", "20")),
+                "liveness": env.get("LESTRADE_OPERATOR_LIVENESS") or None,
+                "install_admission_policy": _flag(env.get("LESTRADE_INSTALL_ADMISSION_POLICY", "true")),
+            },
+            "runs": {
+                "concurrency": int(env.get("LESTRADE_MAX_CONCURRENT_RUNS", "10")),
+                "default_timeout": parse_duration(env.get("LESTRADE_DEFAULT_TIMEOUT", "30m")),
+                "default_max_steps": int(env.get("LESTRADE_DEFAULT_MAX_STEPS", "20")),
+                "cluster_name": env.get("LESTRADE_CLUSTER_NAME") or None,
+                "select_idle_conversations": _flag(env.get("LESTRADE_SELECT_IDLE_CONVERSATIONS", "true")),
+                "warm_model_client": _flag(env.get("LESTRADE_WARM_MODEL_CLIENT", "true")),
+            },
+            "status": {
+                "interval": float(env.get("LESTRADE_STATUS_INTERVAL", "0.3")),
+                "patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "50")),
+                "transcript_chunk_bytes": int(env.get("LESTRADE_TRANSCRIPT_CHUNK_BYTES", str(512 * 1024))),
+            },
+            "jobs": {
+                "enabled": _flag(env.get("LESTRADE_JOB_MODE")),
+                "namespace": env.get("LESTRADE_JOB_NAMESPACE") or own,
+                "image": env.get("LESTRADE_JOB_IMAGE") or None,
+                "service_account": env.get("LESTRADE_JOB_SERVICE_ACCOUNT") or None,
+                "pod_template": template,
+                "env": {key: env[key] for key in PASSED_TO_JOBS if env.get(key)},
+            },
+            "tools": {
+                "prometheus_url": env.get("LESTRADE_PROMETHEUS_URL") or None,
+                "prometheus_namespace_label": env.get("LESTRADE_PROMETHEUS_NAMESPACE_LABEL") or "namespace",
+                "alertmanager_url": env.get("LESTRADE_ALERTMANAGER_URL") or None,
+                "write_tools": _flag(env.get("LESTRADE_ENABLE_WRITE_TOOLS")),
+                "bash": _flag(env.get("LESTRADE_ENABLE_BASH", "true")),
+                "runbook_dirs": tuple(d for d in env.get("LESTRADE_RUNBOOK_DIRS", "").split(":") if d),
+                "runbook_namespaces": tuple(
+                    n.strip() for n in env.get("LESTRADE_RUNBOOK_NAMESPACES", "").split(",") if n.strip()
+                )
+                or (own,),
+                "mcp_refresh": float(env.get("LESTRADE_MCP_REFRESH", "60")),
+            },
+            "tenancy": {
+                "tools_service_account": _qualified(env.get("LESTRADE_TOOLS_SERVICE_ACCOUNT"), env),
+                "scopes_namespace": env.get("LESTRADE_SCOPES_NAMESPACE") or None,
+                "tools_read_role": env.get("LESTRADE_TOOLS_READ_ROLE") or "lestrade-tools-read",
+                "scope_identity_idle": parse_duration(env.get("LESTRADE_SCOPE_IDENTITY_IDLE", "24h")),
+                "scope_policy": _qualified(env.get("LESTRADE_SCOPE_POLICY"), env),
+            },
+            "spend": {
+                "namespace_limit": env.get("LESTRADE_NAMESPACE_SPEND_LIMIT", ""),
+                "ledger_namespace": own,
+            },
+            "triggers": {
+                "schedule_recheck": float(env.get("LESTRADE_SCHEDULE_RECHECK", "10")),
+                "event_batch_seconds": float(env.get("LESTRADE_EVENT_BATCH_SECONDS", "1")),
+                "alert_routes": RoutePolicy.from_env(env.get("LESTRADE_NAMESPACE") or own, env),
+            },
+            "replicas": {
+                "mode": (env.get("LESTRADE_REPLICAS") or "standby").strip().lower(),
+                "name": env.get("LESTRADE_REPLICA_NAME")
+                or env.get("POD_NAME")
+                or f"{socket.gethostname()}-{os.getpid()}",
+                "group": env.get("LESTRADE_REPLICA_GROUP") or "lestrade",
+                "lease_namespace": own,
+                "lease_duration": float(env.get("LESTRADE_LEASE_DURATION", "20")),
+                "lease_renew_deadline": float(env.get("LESTRADE_LEASE_RENEW_DEADLINE", "10")),
+                "lease_renew_interval": float(env.get("LESTRADE_LEASE_RENEW_INTERVAL", "3")),
+                "claim_handoff": float(env.get("LESTRADE_CLAIM_HANDOFF", "0.5")),
+            },
+            "delivery": {
+                "console_url": env.get("LESTRADE_CONSOLE_URL") or None,
+                "timeout": float(env.get("LESTRADE_DELIVERY_TIMEOUT", "10")),
+                "api_url": env.get("LESTRADE_API_URL") or None,
+                "decision_key_file": env.get("LESTRADE_DECISION_KEY_FILE") or None,
+            },
+            "telemetry": {"metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0")},
         }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if values["concurrency"] < 1:
+        for group, values in overrides.items():
+            if group not in _GROUPS:
+                raise TypeError(f"no settings group {group!r}: the groups are {', '.join(_GROUPS)}")
+            unknown = set(values or {}) - {f.name for f in fields(_GROUPS[group])}
+            if unknown:
+                raise TypeError(f"settings group {group!r} has no {', '.join(sorted(unknown))}")
+            groups[group].update({k: v for k, v in (values or {}).items() if v is not None})
+        runs, replicas = groups["runs"], groups["replicas"]
+        if runs["concurrency"] < 1:
             raise ValueError("LESTRADE_MAX_CONCURRENT_RUNS must be at least 1")
-        if values["replicas"] not in ("standby", "shared"):
-            raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {values['replicas']!r}")
-        if values["replicas"] == "shared" and values["job_mode"]:
+        if replicas["mode"] not in ("standby", "shared"):
+            raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {replicas['mode']!r}")
+        if replicas["mode"] == "shared" and groups["jobs"]["enabled"]:
             raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
-        if not (0 < values["lease_renew_interval"] < values["lease_renew_deadline"] < values["lease_duration"]):
+        if not (0 < replicas["lease_renew_interval"] < replicas["lease_renew_deadline"] < replicas["lease_duration"]):
             raise ValueError(
                 "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < LESTRADE_LEASE_DURATION is required"
             )
-        return cls(**values)
+        return cls(
+            **{name: _GROUPS[name](**values) for name, values in groups.items()},
+            pod_name=env.get("POD_NAME") or None,
+            enabled_prompts=env.get("ENABLED_PROMPTS"),
+            models=load_model_list(env=env),
+            tracing={k: v for k, v in env.items() if k.startswith("OTEL_")},
+        )

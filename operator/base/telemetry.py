@@ -12,7 +12,6 @@ The SDK is imported only then: an operator without tracing never loads it. What 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 
 __all__ = ["tracing_enabled", "configure_tracing"]
@@ -31,12 +30,9 @@ def tracing_enabled(env: Mapping[str, str]) -> bool:
     )
 
 
-def configure_tracing(
-    env: Mapping[str, str] | None = None, service_name: str = "lestrade-operator"
-) -> Callable[[], None] | None:
+def configure_tracing(env: Mapping[str, str], service_name: str = "lestrade-operator") -> Callable[[], None] | None:
     """Installs the process's tracer provider when tracing is on; returns its shutdown (which
     sends what is still buffered), or None when tracing is off."""
-    env = os.environ if env is None else env
     if not tracing_enabled(env):
         return None
     from opentelemetry import trace

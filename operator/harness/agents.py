@@ -36,6 +36,7 @@ from lestrade.operator.base.budgets import Ledger, run_budget_passed
 from lestrade.operator.harness.gate import AgentTag, Gate, GatedTool
 from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
 from lestrade.resources.conversation import HarnessSettings
+from lestrade.runs.records import AgentRecord, MessageRecord, Record, TokensRecord, ToolResultRecord, ToolStartedRecord
 from lestrade.runs.transcript import RecordType, Transcript
 
 __all__ = ["AGENT_TOOL", "AgentTool", "Subagents", "SUBAGENT_PROMPT", "depth_refusal"]
@@ -172,8 +173,8 @@ class _Child:
         self.iterations = 0
         self.dirty = False
 
-    def _append(self, kind: RecordType, **fields: Any) -> None:
-        self.s.transcript.append(kind, **fields, **self.tag.fields())
+    def _append(self, record: Record) -> None:
+        self.s.transcript.append(self.tag.marked(record))
         self.dirty = True
 
     async def _store(self) -> None:
@@ -184,20 +185,19 @@ class _Child:
             self.s.progress()
 
     async def _end(self, reason: str, error: str | None = None) -> None:
-        self._append(
-            RecordType.AGENT,
-            event="end",
-            reason=reason,
-            iterations=self.iterations,
-            **({"error": error} if error else {}),
-        )
+        record = AgentRecord(t=RecordType.AGENT, event="end", reason=reason, iterations=self.iterations)
+        if error:
+            record["error"] = error
+        self._append(record)
         await self._store()
 
     async def run(self, task: str) -> ToolOutput:
-        self._append(RecordType.AGENT, event="start", task=task, maxIterations=self.s.settings.max_iterations)
+        self._append(
+            AgentRecord(t=RecordType.AGENT, event="start", task=task, maxIterations=self.s.settings.max_iterations)
+        )
         messages = self.agent.initial_messages(task)
         for message in messages:
-            self._append(RecordType.MESSAGE, message=message)
+            self._append(MessageRecord(t=RecordType.MESSAGE, message=message))
         await self._store()
         stream = self.agent.run(messages)
         try:
@@ -215,30 +215,34 @@ class _Child:
     async def _on(self, event: ev.AgentEvent) -> ToolOutput | None:
         match event:
             case ev.MessageAdded(message=message):
-                self._append(RecordType.MESSAGE, message=message)
+                self._append(MessageRecord(t=RecordType.MESSAGE, message=message))
             case ev.ModelMessage(reasoning=reasoning):
                 self.iterations += 1
                 if reasoning:
-                    self._append(RecordType.AGENT, event="reasoning", content=reasoning)
+                    self._append(AgentRecord(t=RecordType.AGENT, event="reasoning", content=reasoning))
             case ev.ToolStarted():
-                self._append(RecordType.TOOL_STARTED, id=event.call_id, digest=event.digest)
+                self._append(ToolStartedRecord(t=RecordType.TOOL_STARTED, id=event.call_id, digest=event.digest))
                 await self._store()  # the intent is stored before the call runs
             case ev.ToolResult(status=status) if status != "approval_required":
                 self._append(
-                    RecordType.TOOL_RESULT,
-                    id=event.call_id,
-                    name=event.name,
-                    status=status,
-                    description=event.description,
-                    digest=event.digest,
+                    ToolResultRecord(
+                        t=RecordType.TOOL_RESULT,
+                        id=event.call_id,
+                        name=event.name,
+                        status=status,
+                        description=event.description,
+                        digest=event.digest,
+                    )
                 )
             case ev.TokenCount():
                 self._append(
-                    RecordType.TOKENS,
-                    promptTokens=event.prompt_tokens,
-                    completionTokens=event.completion_tokens,
-                    totalTokens=event.total_tokens,
-                    cost=event.cost or 0.0,
+                    TokensRecord(
+                        t=RecordType.TOKENS,
+                        promptTokens=event.prompt_tokens,
+                        completionTokens=event.completion_tokens,
+                        totalTokens=event.total_tokens,
+                        cost=event.cost or 0.0,
+                    )
                 )
                 await self.s.ledger.add(self.s.namespace, event.total_tokens, event.cost or 0.0)
                 tokens, cost = self.s.usage()

@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -37,6 +37,7 @@ from lestrade.operator.status.projection import ConversationProjection
 from lestrade.operator.tools.base import Tool, ToolOutput
 from lestrade.operator.tools.bash.parse import BashParseError, parse_command
 from lestrade.resources.conversation import HarnessSettings, Permissions, ToolPermission
+from lestrade.runs.records import AgentFields, ApprovalNeededRecord, DecisionRecord, PendingCall, Record
 from lestrade.runs.transcript import RecordType, Transcript
 
 __all__ = [
@@ -67,12 +68,16 @@ class AgentTag:
     parent_id: str | None = None
     depth: int = 0
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> AgentFields:
         """The fields a subagent's transcript records carry (none for the main agent, whose
         records are the conversation's own)."""
         if self.parent_id is None:
             return {}
         return {"agentId": self.agent_id, "parentId": self.parent_id, "depth": self.depth}
+
+    def marked(self, record: Record) -> Record:
+        """`record` with this agent's fields."""
+        return cast(Record, {**record, **self.fields()})
 
 
 MAIN_AGENT = AgentTag("main")
@@ -218,7 +223,7 @@ class Gate:
         self.watch = watch
         self.sync = sync
         self.kubectl_hint = kubectl_hint
-        self.waiting: dict[str, dict[str, Any]] = {}
+        self.waiting: dict[str, PendingCall] = {}
         self._spent: set[str] = set()
         self._status_lock = asyncio.Lock()
 
@@ -235,24 +240,17 @@ class Gate:
 
     def _spent_rules(self) -> set[str]:
         used = {
-            str(r.get("rule"))
-            for r in self.transcript.state.records
-            if r.get("t") == RecordType.DECISION and r.get("rule")
+            str(r.get("rule")) for r in self.transcript.state.records if r["t"] == RecordType.DECISION and r.get("rule")
         }
         return used | self._spent
 
     def _record(self, call: Call, tag: AgentTag, approved: bool, reason: str | None, rule: str | None) -> None:
         if call.id in self.transcript.state.decisions:
             return
-        self.transcript.append(
-            RecordType.DECISION,
-            id=call.id,
-            approved=approved,
-            reason=reason,
-            digest=call.digest,
-            **({"rule": rule} if rule else {}),
-            **tag.fields(),
-        )
+        record = DecisionRecord(t=RecordType.DECISION, id=call.id, approved=approved, reason=reason, digest=call.digest)
+        if rule:
+            record["rule"] = rule
+        self.transcript.append(tag.marked(record))
 
     def by_rules(self, call: Call, tag: AgentTag, *, may_allow: bool = True) -> tuple[bool, str | None] | None:
         """The rules' verdict (recorded), or None when the call must be relayed. With
@@ -303,7 +301,7 @@ class Gate:
             "agentId": tag.agent_id,
             **tag.fields(),
         }
-        self.transcript.append(RecordType.APPROVAL_NEEDED, pending=list(self.waiting.values()))
+        self.transcript.append(ApprovalNeededRecord(t=RecordType.APPROVAL_NEEDED, pending=list(self.waiting.values())))
         await self.sync()
         await self._show()
         decision = await self.watch.wait_for(lambda obj: ((obj.get("spec") or {}).get("decisions") or {}).get(call.id))

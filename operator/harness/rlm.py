@@ -33,6 +33,7 @@ from lestrade.operator.base.budgets import run_budget_passed
 from lestrade.operator.harness.agents import AGENT_TOOL, Subagents
 from lestrade.operator.harness.gate import MAIN_AGENT, AgentTag
 from lestrade.operator.rlm import DepthExceeded, RlmHooks, RlmOutcome, RlmReply, ToolDenied, ToolSpec, run_rlm
+from lestrade.runs.records import AgentRecord, Record, TokensRecord, ToolResultRecord, ToolStartedRecord
 from lestrade.runs.transcript import RecordType
 
 __all__ = ["RlmStopped", "run_rlm_session"]
@@ -54,13 +55,13 @@ class _Session:
         self.registry = subagents.registry_for(tag)
         self.context = context_limits(subagents.model.settings, subagents.limits)
 
-    async def _record(self, kind: RecordType, **fields: Any) -> None:
-        self.s.transcript.append(kind, **fields, **self.tag.fields())
+    async def _record(self, record: Record) -> None:
+        self.s.transcript.append(self.tag.marked(record))
         await self.s.sync()
         self.s.progress()
 
     async def emit(self, event_type: str, fields: dict[str, Any]) -> None:
-        await self._record(RecordType.AGENT, event="emit", type=event_type, fields=dict(fields))
+        await self._record(AgentRecord(t=RecordType.AGENT, event="emit", type=event_type, fields=dict(fields)))
 
     async def _model(self, messages: list[dict[str, Any]]) -> ModelReply:
         loop = asyncio.get_running_loop()
@@ -78,11 +79,13 @@ class _Session:
         assert reply is not None
         usage = reply.usage
         await self._record(
-            RecordType.TOKENS,
-            promptTokens=usage.get("prompt_tokens", 0),
-            completionTokens=usage.get("completion_tokens", 0),
-            totalTokens=usage.get("total_tokens", 0),
-            cost=reply.cost,
+            TokensRecord(
+                t=RecordType.TOKENS,
+                promptTokens=usage.get("prompt_tokens", 0),
+                completionTokens=usage.get("completion_tokens", 0),
+                totalTokens=usage.get("total_tokens", 0),
+                cost=reply.cost,
+            )
         )
         await self.s.ledger.add(self.s.namespace, int(usage.get("total_tokens", 0)), reply.cost)
         tokens, cost = self.s.usage()
@@ -114,15 +117,17 @@ class _Session:
             raise ToolDenied(f"no tool {name!r} in this session")
         call = Call(self.s.call_ids.assign(None), name, json.dumps(params, sort_keys=True), dict(params))
         await self.emit("tool_call", {"id": call.id, "name": name, "input": dict(params)})
-        await self._record(RecordType.TOOL_STARTED, id=call.id, digest=call.digest)
+        await self._record(ToolStartedRecord(t=RecordType.TOOL_STARTED, id=call.id, digest=call.digest))
         output = await run_call(call, dict(params))
         await self._record(
-            RecordType.TOOL_RESULT,
-            id=call.id,
-            name=name,
-            status=output.status,
-            description=tool.describe(params),
-            digest=call.digest,
+            ToolResultRecord(
+                t=RecordType.TOOL_RESULT,
+                id=call.id,
+                name=name,
+                status=output.status,
+                description=tool.describe(params),
+                digest=call.digest,
+            )
         )
         if output.status == "denied":
             reason = self.s.transcript.state.decisions.get(call.id, {}).get("reason") or "denied"

@@ -92,7 +92,7 @@ def start_session(
     known = {
         str(part.get("id"))
         for record in state.records
-        if record.get("t") == RecordType.MESSAGE
+        if record["t"] == RecordType.MESSAGE
         for part in (record["message"].get("tool_calls") or [])
     }
     subagents = Subagents(

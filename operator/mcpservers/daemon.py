@@ -38,8 +38,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 "uid": meta["uid"],
             },
             engine.component,
+            engine.settings.pod_name,
         )
-        refresh = engine.settings.mcp_refresh
+        refresh = engine.settings.tools.mcp_refresh
         backoff = 1.0
         try:
             while not stopped:

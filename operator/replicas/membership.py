@@ -32,12 +32,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lestrade.kube import Kube, api_path, is_conflict, is_not_found
+from lestrade.resources.keys import REPLICAS_LABEL
 
 __all__ = ["Holder", "Membership", "REPLICAS_LABEL"]
 
 logger = logging.getLogger(__name__)
 
-REPLICAS_LABEL = "lestrade.dev/replicas"
 LEASE_API = "coordination.k8s.io/v1"
 FRESH_READ = 1.0
 """Seconds a Lease read stays good enough to call its holder dead (well below the margin

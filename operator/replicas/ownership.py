@@ -40,13 +40,12 @@ from typing import Any
 from lestrade.kube import is_conflict, is_not_found, resource_path
 from lestrade.operator.base.engine import Engine
 from lestrade.operator.replicas.membership import Holder, Membership
+from lestrade.resources.keys import OWNER_ANNOTATION
 from lestrade.runs.views import ConversationView, RunView, view_of
 
 __all__ = ["OWNER_ANNOTATION", "Ownership", "preferred_owner"]
 
 logger = logging.getLogger(__name__)
-
-OWNER_ANNOTATION = "lestrade.dev/owner"
 
 
 def preferred_owner(uid: str, leases: list[str]) -> str | None:
@@ -78,8 +77,8 @@ class Ownership:
     def __init__(self, engine: Engine, membership: Membership) -> None:
         self.engine = engine
         self.membership = membership
-        self.limit = engine.settings.concurrency
-        self.handoff = engine.settings.claim_handoff
+        self.limit = engine.settings.runs.concurrency
+        self.handoff = engine.settings.replicas.claim_handoff
         self.owned: dict[str, Mapping[str, Any]] = {}  # uid -> the live body
         self.paused: set[str] = set()  # owned uids waiting for a decision
         self.claiming = 0

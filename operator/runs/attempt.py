@@ -61,6 +61,16 @@ from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_pol
 from lestrade.operator.tools.base import ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
+from lestrade.runs.records import (
+    AgentRecord,
+    AnswerRecord,
+    ApprovalNeededRecord,
+    ErrorRecord,
+    PendingCall,
+    TokensRecord,
+    ToolResultRecord,
+    TurnRecord,
+)
 from lestrade.runs.transcript import RecordType, Transcript, TranscriptFenced
 from lestrade.runs.views import ConversationView, InvestigationView, RunView, view_of
 from lestrade.timefmt import now_iso, parse_time, to_iso
@@ -86,7 +96,7 @@ def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> Stat
         engine.kube,
         resource_path(view.plural, view.ref.namespace, view.ref.name),
         view.status,
-        interval=engine.status_interval if progress else engine.settings.status_interval,
+        interval=engine.status_interval if progress else engine.settings.status.interval,
         generation=view.ref.generation,
     )
 
@@ -122,14 +132,14 @@ class _Attempt:
         self.ref = view.ref
         self.writer = writer_for(engine, view, progress=True)
         self.projection = projection_for(self.writer, view)
-        self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component)
+        self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component, engine.settings.pod_name)
         self.transcript = Transcript(
-            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.chunk_limit
+            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.status.transcript_chunk_bytes
         )
         self.demo = False
         self.frontend_pause: set[str] = set()
         """Names of the Conversation's pause-mode frontend tools (calls the client runs)."""
-        self.timeout = engine.settings.default_timeout
+        self.timeout = engine.settings.runs.default_timeout
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
@@ -154,7 +164,7 @@ class _Attempt:
     async def _fail(self, reason: str, message: str) -> Outcome:
         if self.lost_approvals:
             message += ". " + self._lost_approvals_note()
-        self.transcript.append(RecordType.ERROR, reason=reason, message=message, at=now_iso())
+        self.transcript.append(ErrorRecord(t=RecordType.ERROR, reason=reason, message=message, at=now_iso()))
         await self._sync()
         return await fail(self.projection, self.recorder, reason, message, self.state, self.started)
 
@@ -190,7 +200,7 @@ class _Attempt:
 
         started = view.started_at()
         start_time = now_iso() if started is None else to_iso(started)
-        timeout = self.timeout = view.timeout(settings.default_timeout)
+        timeout = self.timeout = view.timeout(settings.runs.default_timeout)
         self.started = (parse_time(start_time) or datetime.now(UTC)).timestamp()
         deadline = self.started + timeout
         if time.time() >= deadline:
@@ -266,7 +276,7 @@ class _Attempt:
         it and to the requester recorded at admission (never anything from the spec)."""
         self.requester = requester_of(self.view.body.get("metadata"))
         # Read without tenancy too: it also says which MCPServers are shared with this run.
-        self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.scope_policy)
+        self.policy = policy = await load_policy(self.engine.kube, self.engine.settings.tenancy.scope_policy)
         if not self.engine.tenancy:
             return RunScope(
                 cluster=True,
@@ -316,7 +326,8 @@ class _Attempt:
         conversation = isinstance(self.view, ConversationView)
         prompt = PromptConfig(
             sections=None if conversation else (spec.sections or DEFAULT_SECTIONS),
-            cluster_name=settings.cluster_name,
+            cluster_name=settings.runs.cluster_name,
+            enabled_prompts=settings.enabled_prompts,
             system_prompt_additions="\n\n".join(
                 p for p in (_scope_instructions(self.scope), spec.system_prompt if conversation else None) if p
             )
@@ -326,7 +337,7 @@ class _Attempt:
         # The engine stops model calls and tools at the deadline and says so; the
         # operator's own timeout around `_drive` is the backstop for everything else.
         limits = Limits(
-            max_steps=spec.max_steps or settings.default_max_steps,
+            max_steps=spec.max_steps or settings.runs.default_max_steps,
             timeout=max(1.0, deadline - time.time()),
         )
         if conversation:
@@ -368,7 +379,7 @@ class _Attempt:
         """A harness session in `rlm` mode (`harness_rlm.py`): the question (and the session's
         system-prompt addition) go to the rlm loop; its answer ends the turn."""
         assert self.harness is not None
-        recorded = [r for r in self.state.since(self.projection.since) if r.get("t") == RecordType.ANSWER]
+        recorded = [r for r in self.state.since(self.projection.since) if r["t"] == RecordType.ANSWER]
         if recorded:  # answered before a restart: finish from the stored answer
             return await self._done(ev.Answer(text=str(recorded[-1].get("text") or "")))
         spec = self.view.spec
@@ -385,12 +396,14 @@ class _Attempt:
         except ModelCallError as exc:
             return await self._fail(exc.reason, exc.message)
         self.transcript.append(
-            RecordType.ANSWER,
-            text=outcome.answer,
-            sections=None,
-            at=now_iso(),
-            reason=outcome.reason,
-            iterations=outcome.iterations,
+            AnswerRecord(
+                t=RecordType.ANSWER,
+                text=outcome.answer,
+                sections=None,
+                at=now_iso(),
+                reason=outcome.reason,
+                iterations=outcome.iterations,
+            )
         )
         return await self._done(ev.Answer(text=outcome.answer))
 
@@ -440,17 +453,19 @@ class _Attempt:
             for call in unresolved_calls(state.working_messages()):
                 status_text = "error"
                 self.transcript.append(
-                    RecordType.TOOL_RESULT,
-                    id=call.id,
-                    name=call.name,
-                    status=status_text,
-                    description="not run",
+                    ToolResultRecord(
+                        t=RecordType.TOOL_RESULT,
+                        id=call.id,
+                        name=call.name,
+                        status=status_text,
+                        description="not run",
+                    )
                 )
                 self.transcript.append_message({"role": "tool", "tool_call_id": call.id, "content": NOT_RUN})
             if not state.turns:
                 # The first turn (messages stored through the context store may precede it).
                 self.transcript.append_message(agent.system_message())
-            self.transcript.append(RecordType.TURN, index=projection.index, at=now_iso())
+            self.transcript.append(TurnRecord(t=RecordType.TURN, index=projection.index, at=now_iso()))
             self.transcript.append_message(self._user_message(agent, projection.index))
         projection.attach(state)
 
@@ -546,7 +561,9 @@ class _Attempt:
                         self._step_called_tools = bool(calls)
                         if self.harness is not None and event.reasoning:
                             # 003's `reasoning` event: kept beside the message, never sent back.
-                            transcript.append(RecordType.AGENT, event="reasoning", content=event.reasoning)
+                            transcript.append(
+                                AgentRecord(t=RecordType.AGENT, event="reasoning", content=event.reasoning)
+                            )
                         meter.model_call(event.latency)
                         steps = self.projection.facts(self.state).steps + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
@@ -566,12 +583,14 @@ class _Attempt:
                         if event.output == OUTCOME_UNKNOWN:
                             self._outcome_unknown(event)
                         transcript.append(
-                            RecordType.TOOL_RESULT,
-                            id=event.call_id,
-                            name=event.name,
-                            status=status,
-                            description=event.description,
-                            digest=event.digest,
+                            ToolResultRecord(
+                                t=RecordType.TOOL_RESULT,
+                                id=event.call_id,
+                                name=event.name,
+                                status=status,
+                                description=event.description,
+                                digest=event.digest,
+                            )
                         )
                         meter.tool_ended(event.call_id, event.name, status)
                         self._progress()
@@ -582,16 +601,18 @@ class _Attempt:
                             event.prompt_tokens, event.completion_tokens, event.cost or 0.0, cached=event.cached_tokens
                         )
                         transcript.append(
-                            RecordType.TOKENS,
-                            promptTokens=event.prompt_tokens,
-                            completionTokens=event.completion_tokens,
-                            totalTokens=event.total_tokens,
-                            cachedTokens=event.cached_tokens,
-                            cost=event.cost or 0.0,
-                            breakdown=dict(event.breakdown),
-                            maxTokens=event.max_tokens,
-                            maxOutputTokens=event.max_output_tokens,
-                            truncations=[dataclasses.asdict(t) for t in event.truncations],
+                            TokensRecord(
+                                t=RecordType.TOKENS,
+                                promptTokens=event.prompt_tokens,
+                                completionTokens=event.completion_tokens,
+                                totalTokens=event.total_tokens,
+                                cachedTokens=event.cached_tokens,
+                                cost=event.cost or 0.0,
+                                breakdown=dict(event.breakdown),
+                                maxTokens=event.max_tokens,
+                                maxOutputTokens=event.max_output_tokens,
+                                truncations=[dataclasses.asdict(t) for t in event.truncations],
+                            )
                         )
                         self._progress()
                         stop = await self._budget_stop(event.total_tokens, event.cost or 0.0)
@@ -671,20 +692,24 @@ class _Attempt:
             return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"
         return None
 
+    def _pending_call(self, pending: ev.PendingApproval) -> PendingCall:
+        call = PendingCall(
+            toolCallId=pending.tool_call_id,
+            toolName=pending.tool_name,
+            description=pending.description,
+            params=pending.params,
+            digest=pending.digest,
+        )
+        if pending.tool_name in self.frontend_pause:
+            call["frontend"] = True
+        return call
+
     async def _await_approval(self, pending: list[ev.PendingApproval]) -> Outcome:
         self.transcript.append(
-            RecordType.APPROVAL_NEEDED,
-            pending=[
-                {
-                    "toolCallId": p.tool_call_id,
-                    "toolName": p.tool_name,
-                    "description": p.description,
-                    "params": p.params,
-                    "digest": p.digest,
-                    **({"frontend": True} if p.tool_name in self.frontend_pause else {}),
-                }
-                for p in pending
-            ],
+            ApprovalNeededRecord(
+                t=RecordType.APPROVAL_NEEDED,
+                pending=[self._pending_call(p) for p in pending],
+            )
         )
         await self._sync()
         ids = [p.tool_call_id for p in pending]
@@ -705,8 +730,10 @@ class _Attempt:
 
     async def _done(self, answer: ev.Answer) -> Outcome:
         state = self.state
-        if not any(r.get("t") == RecordType.ANSWER for r in state.since(self.projection.since)):
-            self.transcript.append(RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
+        if not any(r["t"] == RecordType.ANSWER for r in state.since(self.projection.since)):
+            self.transcript.append(
+                AnswerRecord(t=RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
+            )
         await self._sync()
         facts = self.projection.facts(state, settled=True)
         counts = f"{facts.steps} step(s) and {facts.tool_call_count} tool call(s)"
@@ -720,7 +747,7 @@ class _Attempt:
             message += ". " + self._lost_approvals_note()
         self.projection.done(state, answer.text, answer.sections, message, self.transcript.reference())
         spec = self.view.spec
-        max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.default_max_steps
+        max_steps = (spec.max_steps if spec is not None else None) or self.engine.settings.runs.default_max_steps
         # Counted and announced before the final write, for the reason given in `fail`.
         metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
         self.recorder.post(reason, message)

@@ -25,13 +25,13 @@ from typing import Any
 
 from lestrade.kube import Kube, is_conflict, is_not_found, resource_path
 from lestrade.resources.constants import CONVERSATION_PLURAL
+from lestrade.resources.keys import IDLE_LABEL
 from lestrade.runs.views import RunView
 
 __all__ = ["IDLE_LABEL", "IDLE_SELECTOR", "IdleWaker", "mark_idle"]
 
 logger = logging.getLogger(__name__)
 
-IDLE_LABEL = "lestrade.dev/idle"
 IDLE_SELECTOR = f"!{IDLE_LABEL}"
 LIST_CHUNK = 500
 RETRY_DELAY = 2.0  # seconds before listing again after a failed list or watch

@@ -31,6 +31,7 @@ from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.runs.attempt import Outcome, fail, writer_for
 from lestrade.operator.status.projection import projection_for
 from lestrade.resources.common import FINISHED_PHASES, Phase
+from lestrade.resources.keys import RUN_ANNOTATION, RUN_UID_LABEL
 from lestrade.runs.views import ConversationView, ObjectRef, RunView, view_of
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RUN_UID_LABEL = "lestrade.dev/run-uid"
-RUN_ANNOTATION = "lestrade.dev/run"
 CONTAINER_NAME = "run"
 
 
@@ -60,14 +59,14 @@ def job_name(ref: ObjectRef, generation: int) -> str:
 
 def job_manifest(settings: OperatorSettings, ref: ObjectRef, generation: int, seconds_left: float) -> dict[str, Any]:
     """The Job that runs one round (an attempt) of the resource."""
-    pod_spec: dict[str, Any] = copy.deepcopy(settings.job_pod_template.get("spec", settings.job_pod_template))
+    pod_spec: dict[str, Any] = copy.deepcopy(settings.jobs.pod_template.get("spec", settings.jobs.pod_template))
     containers = pod_spec.setdefault("containers", [])
     if not containers:
         containers.append({"name": CONTAINER_NAME})
     container = containers[0]
     container.setdefault("name", CONTAINER_NAME)
-    if settings.job_image:
-        container["image"] = settings.job_image
+    if settings.jobs.image:
+        container["image"] = settings.jobs.image
     container["command"] = [
         "python",
         "-m",
@@ -79,14 +78,14 @@ def job_manifest(settings: OperatorSettings, ref: ObjectRef, generation: int, se
         "--name",
         ref.name,
     ]
-    env = [e for e in container.get("env", []) if e.get("name") not in settings.job_env]
-    env += [{"name": k, "value": v} for k, v in sorted(settings.job_env.items())]
+    env = [e for e in container.get("env", []) if e.get("name") not in settings.jobs.env]
+    env += [{"name": k, "value": v} for k, v in sorted(settings.jobs.env.items())]
     if not any(e.get("name") == "POD_NAME" for e in env):
         env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     container["env"] = env
     pod_spec["restartPolicy"] = "Never"
-    if settings.job_service_account:
-        pod_spec["serviceAccountName"] = settings.job_service_account
+    if settings.jobs.service_account:
+        pod_spec["serviceAccountName"] = settings.jobs.service_account
     labels = {
         RUN_UID_LABEL: ref.uid,
         "app.kubernetes.io/name": "lestrade",
@@ -95,11 +94,11 @@ def job_manifest(settings: OperatorSettings, ref: ObjectRef, generation: int, se
     }
     metadata: dict[str, Any] = {
         "name": job_name(ref, generation),
-        "namespace": settings.job_namespace,
+        "namespace": settings.jobs.namespace,
         "labels": labels,
         "annotations": {RUN_ANNOTATION: f"{ref.namespace}/{ref.name}"},
     }
-    if settings.job_namespace == ref.namespace:
+    if settings.jobs.namespace == ref.namespace:
         metadata["ownerReferences"] = [{**ref.owner, "controller": True, "blockOwnerDeletion": False}]
     return {
         "apiVersion": "batch/v1",
@@ -144,7 +143,7 @@ class JobRounds:
 
     @property
     def _jobs_path(self) -> str:
-        return api_path("batch/v1", "jobs", self.engine.settings.job_namespace)
+        return api_path("batch/v1", "jobs", self.engine.settings.jobs.namespace)
 
     async def _jobs_of(self, ref: ObjectRef) -> list[dict[str, Any]]:
         found = await self.engine.kube.get(self._jobs_path, labelSelector=f"{RUN_UID_LABEL}={ref.uid}")
@@ -188,11 +187,11 @@ class JobRounds:
         except Exception as exc:
             if not is_not_found(exc):
                 raise
-            deadline = view.deadline(settings.default_timeout)
-            left = (deadline - time.time()) if deadline else view.timeout(settings.default_timeout)
+            deadline = view.deadline(settings.runs.default_timeout)
+            left = (deadline - time.time()) if deadline else view.timeout(settings.runs.default_timeout)
             try:
                 job = await kube.create(self._jobs_path, job_manifest(settings, ref, generation, left))
-                recorder.post("JobCreated", f"running in Job {settings.job_namespace}/{name}")
+                recorder.post("JobCreated", f"running in Job {settings.jobs.namespace}/{name}")
             except Exception as exc2:
                 if not is_conflict(exc2):
                     raise
@@ -218,14 +217,14 @@ class JobRounds:
         if round_over(view, fresh):
             return _outcome(fresh), dict(fresh.body)
         writer = writer_for(self.engine, fresh)
-        timeout = fresh.timeout(settings.default_timeout)
+        timeout = fresh.timeout(settings.runs.default_timeout)
         if reason == "DeadlineExceeded":
             reason, text = "Timeout", f"the run did not finish within its timeout ({timeout:g}s)"
         else:
             reason, text = (
                 "JobFailed",
                 (
-                    f"Job {settings.job_namespace}/{name} ended ({reason}) without finishing the "
+                    f"Job {settings.jobs.namespace}/{name} ended ({reason}) without finishing the "
                     f"round: {message or 'see its pod logs'}"
                 ),
             )

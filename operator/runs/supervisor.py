@@ -38,6 +38,7 @@ from lestrade.operator.runs.attempt import Outcome, fail, run_attempt, writer_fo
 from lestrade.operator.runs.idle import mark_idle
 from lestrade.operator.runs.jobs import JobRounds
 from lestrade.operator.status.projection import ConversationProjection, projection_for
+from lestrade.runs.records import ErrorRecord
 from lestrade.runs.transcript import RecordType, Transcript
 from lestrade.runs.views import ConversationView, RunView, view_of
 from lestrade.timefmt import now_iso
@@ -129,18 +130,20 @@ class Supervisor:
     def __init__(self, engine: Engine, feeds: Feeds) -> None:
         self.engine = engine
         self.feeds = feeds
-        self.slots = asyncio.Semaphore(engine.settings.concurrency)
+        self.slots = asyncio.Semaphore(engine.settings.runs.concurrency)
         self.jobs = JobRounds(engine)
 
     async def supervise(self, body: Mapping[str, Any], is_deleted: Callable[[], bool] = lambda: False) -> None:
         """Runs the object (kept up to date by the watch) while it has work."""
         view = view_of(body)
         feed = self.feeds.event(view.ref.uid)
-        recorder = EventRecorder(self.engine.kube, view.ref.involved, self.engine.component)
+        recorder = EventRecorder(
+            self.engine.kube, view.ref.involved, self.engine.component, self.engine.settings.pod_name
+        )
         try:
             await self._supervise(body, feed, recorder)
         except asyncio.CancelledError:
-            if self.engine.settings.job_mode and is_deleted():
+            if self.engine.settings.jobs.enabled and is_deleted():
                 await asyncio.shield(self.jobs.delete_all(view.ref))
             raise
         finally:
@@ -163,13 +166,13 @@ class Supervisor:
                 APPROVALS.forget(view.ref.uid)  # settled otherwise (timeout, failure)
             if not view.has_work():
                 if isinstance(view, ConversationView):
-                    if settings.select_idle_conversations and not settings.job_mode:
+                    if settings.runs.select_idle_conversations and not settings.jobs.enabled:
                         await mark_idle(self.engine.kube, view)  # it leaves Kopf's watch (idle.py)
                     await feed.wait()  # Kopf stops this daemon until a turn is appended
                     continue
                 return
 
-            deadline = view.deadline(settings.default_timeout)
+            deadline = view.deadline(settings.runs.default_timeout)
             if deadline is not None and time.time() >= deadline:
                 latest = await self._time_out(view, recorder) or latest
                 continue
@@ -188,13 +191,13 @@ class Supervisor:
                 view = view_of(latest)
 
             if self.slots.locked() and _reason(view) != "WaitingForSlot":
-                message = f"Waiting for a free run slot: all {settings.concurrency} are in use"
+                message = f"Waiting for a free run slot: all {settings.runs.concurrency} are in use"
                 latest = await self._pending(view, "WaitingForSlot", message)
                 recorder.post("Queued", message)
 
             async with self.slots:
                 view = self._current(body, latest)
-                if settings.job_mode:
+                if settings.jobs.enabled:
                     outcome, written = await self.jobs.run_round(view, body, feed, recorder)
                 else:
                     outcome, written = await run_attempt(self.engine, view.body)  # type: ignore[assignment]
@@ -211,14 +214,12 @@ class Supervisor:
         recorded in the transcript first, then status settles from it — so no call is left
         showing `approval_required` on a failed run."""
         what = "turn" if isinstance(view, ConversationView) else "investigation"
-        message = (
-            f"the {what} did not finish within its timeout ({view.timeout(self.engine.settings.default_timeout):g}s)"
-        )
+        message = f"the {what} did not finish within its timeout ({view.timeout(self.engine.settings.runs.default_timeout):g}s)"
         transcript = Transcript(
             self.engine.kube,
             view.ref.namespace,
             view.ref.owner,
-            chunk_limit=self.engine.settings.chunk_limit,
+            chunk_limit=self.engine.settings.status.transcript_chunk_bytes,
         )
         state = await transcript.load()
         projection = projection_for(writer_for(self.engine, view), view)
@@ -228,7 +229,7 @@ class Supervisor:
             else:
                 projection.attach(state)
         if state is not None:
-            transcript.append(RecordType.ERROR, reason="Timeout", message=message, at=now_iso())
+            transcript.append(ErrorRecord(t=RecordType.ERROR, reason="Timeout", message=message, at=now_iso()))
             await transcript.sync()
         await fail(projection, recorder, "Timeout", message, state)
         return projection.writer.last_object

@@ -27,6 +27,7 @@ from lestrade.resources.destination import DELIVERY_PENDING
 from lestrade.resources.investigation import Finding
 from lestrade.runs.findings import findings
 from lestrade.runs.progress import RunFacts, run_facts
+from lestrade.runs.records import Record
 from lestrade.runs.transcript import RecordType, TranscriptState
 from lestrade.runs.views import ConversationView, RunView
 from lestrade.timefmt import now_iso, parse_time
@@ -377,6 +378,11 @@ def _capped(turns: list[TurnStatus]) -> list[TurnStatus]:
     ]
 
 
+def _turn_start(record: Record) -> str | None:
+    """When a turn started: its `turn` record's time."""
+    return record.get("at") if record["t"] == RecordType.TURN else None
+
+
 def conversation_turns(
     state: TranscriptState, asks: list[str], known: list[TurnStatus], current: int
 ) -> list[TurnStatus]:
@@ -395,14 +401,14 @@ def conversation_turns(
             "steps": facts.steps,
             "tool_call_count": facts.tool_call_count,
             "usage": facts.usage,
-            "start_time": parse_time(state.records[seq].get("at")),
+            "start_time": parse_time(_turn_start(state.records[seq])),
         }
         for record in state.records[seq:end]:
-            if record.get("t") == RecordType.ANSWER:
+            if record["t"] == RecordType.ANSWER:
                 update.update(
                     phase=Phase.ANSWERED, answer=record.get("text") or "", completion_time=parse_time(record.get("at"))
                 )
-            elif record.get("t") == RecordType.ERROR:
+            elif record["t"] == RecordType.ERROR:
                 update.update(
                     phase=Phase.FAILED,
                     message=record.get("message") or "",

@@ -30,15 +30,15 @@ from datetime import UTC, datetime
 from kubernetes import client as k8s
 
 from lestrade.operator.tenancy.tools_identity import ToolsIdentity
+from lestrade.resources.keys import LAST_USED_ANNOTATION
+from lestrade.resources.keys import SCOPE_NAMESPACES_ANNOTATION as NAMESPACES_ANNOTATION
+from lestrade.resources.keys import TOOLS_SCOPE_LABEL as SCOPE_LABEL
 from lestrade.resources.tenancy import RunScope
 
 __all__ = ["ScopeIdentities", "scope_account_name", "SCOPE_LABEL"]
 
 logger = logging.getLogger(__name__)
 
-SCOPE_LABEL = "lestrade.dev/tools-scope"
-LAST_USED_ANNOTATION = "lestrade.dev/last-used"
-NAMESPACES_ANNOTATION = "lestrade.dev/namespaces"
 DEFAULT_IDLE = 24 * 3600.0
 """Seconds without a run before a scope's account goes: far longer than a run (whose tools hold
 a token of the account for up to its timeout) so none loses its identity mid-run."""

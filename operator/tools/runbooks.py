@@ -28,10 +28,10 @@ from kubernetes.client import ApiClient
 from lestrade.operator.tools.base import ToolOutput, Toolset
 from lestrade.operator.tools.common import FunctionTool, Params, schema
 from lestrade.operator.tools.kubernetes.api import KubeApi, KubeError
+from lestrade.resources.keys import RUNBOOK_LABEL
 
 __all__ = ["RUNBOOK_LABEL", "Runbook", "load_runbook_dir", "builtin_runbooks", "runbooks_toolset"]
 
-RUNBOOK_LABEL = "lestrade.dev/runbook"
 _MAX_RUNBOOK_CHARS = 40_000
 
 

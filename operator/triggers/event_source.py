@@ -142,7 +142,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         engine = memo.lestrade.engine
         key = id(engine)
         if key not in sources:
-            sources[key] = EventSource(engine.kube, batch_seconds=engine.settings.event_batch_seconds)
+            sources[key] = EventSource(engine.kube, batch_seconds=engine.settings.triggers.event_batch_seconds)
         return sources[key]
 
     @kopf.on.event("", "v1", "events", registry=registry, when=lambda body, **_: body.get("type") == "Warning")

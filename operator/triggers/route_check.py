@@ -12,8 +12,6 @@ never hides a receiver's error.
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 import kopf
@@ -27,22 +25,11 @@ from lestrade.triggers import RouteError, RoutePolicy, compile_route, never_matc
 from lestrade.triggers.dispatch import CONDITION_READY
 from lestrade.triggers.reach import REASON_ANY_NOT_ALLOWED, REASON_NAMESPACE_EXCLUDED, ready_message
 
-__all__ = ["register", "verdict", "api_namespace"]
+__all__ = ["register", "verdict"]
 
 logger = logging.getLogger(__name__)
 
 _OURS = {"Valid", "InvalidRoute", REASON_ANY_NOT_ALLOWED, REASON_NAMESPACE_EXCLUDED}
-_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def api_namespace() -> str:
-    """The API's namespace as the API itself finds it (the chart runs both in one pod)."""
-    if os.environ.get("LESTRADE_NAMESPACE") or os.environ.get("POD_NAMESPACE"):
-        return os.environ.get("LESTRADE_NAMESPACE") or os.environ["POD_NAMESPACE"]
-    try:
-        return _NAMESPACE_FILE.read_text().strip() or "default"
-    except OSError:
-        return "default"
 
 
 def verdict(raw: dict[str, Any], policy: RoutePolicy) -> tuple[bool, str, str]:
@@ -97,7 +84,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def route_changed(body: kopf.Body, type: str, memo: Any, **_: Any) -> None:  # noqa: A002
         if type == "DELETED":
             return
-        policy = RoutePolicy.from_env(api_namespace())
+        policy = memo.lestrade.engine.settings.triggers.alert_routes
         try:
             await check(memo.lestrade.engine.kube, dict(body), policy)
         except ApiException as exc:

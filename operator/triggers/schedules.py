@@ -36,15 +36,13 @@ from lestrade.resources import (
 )
 from lestrade.resources.common import FINISHED_PHASES
 from lestrade.resources.constants import GROUP, SCHEDULED_KIND, SCHEDULED_PLURAL, VERSION
+from lestrade.resources.keys import SCHEDULED_AT_ANNOTATION, SCHEDULED_BY_LABEL
 from lestrade.resources.scheduled import ScheduledInvestigation
 from lestrade.timefmt import parse_time, to_iso
 
 __all__ = ["SCHEDULED_BY_LABEL", "SCHEDULED_AT_ANNOTATION", "reconcile", "register", "ScheduleError"]
 
 logger = logging.getLogger(__name__)
-
-SCHEDULED_BY_LABEL = "lestrade.dev/scheduled-by"
-SCHEDULED_AT_ANNOTATION = "lestrade.dev/scheduled-at"
 
 
 class ScheduleError(ValueError):
@@ -237,8 +235,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 "uid": meta["uid"],
             },
             engine.component,
+            engine.settings.pod_name,
         )
-        recheck = engine.settings.schedule_recheck
+        recheck = engine.settings.triggers.schedule_recheck
         while not stopped:
             delay = await reconcile(engine.kube, dict(body), recorder, datetime.now(UTC))
             # Wake at the next time (a hair after it), and meanwhile every `recheck` seconds to

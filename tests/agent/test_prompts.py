@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
 from agent_support import FakeTool, collect, final, registry
 from representative_tools import representative_registry
 
@@ -20,12 +19,12 @@ from lestrade.operator.agent import (
     system_prompt,
     user_prompt,
 )
+from lestrade.operator.base.settings import OperatorSettings
 
 ALL_ON_BY_DEFAULT = set(SECTION_KEYS) - {"ai_safety"}
 
 
-def test_defaults_are_every_section_but_ai_safety(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ENABLED_PROMPTS", raising=False)
+def test_defaults_are_every_section_but_ai_safety() -> None:
     assert enabled_sections() == ALL_ON_BY_DEFAULT
     assert enabled_sections({"ai_safety": True}) == set(SECTION_KEYS)
 
@@ -35,16 +34,14 @@ def test_behavior_controls_switch_sections_off() -> None:
     assert on == ALL_ON_BY_DEFAULT - {"todowrite_instructions", "style_guide"}
 
 
-def test_enabled_prompts_env_restricts_and_cannot_be_overridden(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("ENABLED_PROMPTS", " files, ai_safety ,toolset_instructions")
+def test_enabled_prompts_env_restricts_and_cannot_be_overridden() -> None:
+    listed = OperatorSettings.from_env({"ENABLED_PROMPTS": " files, ai_safety ,toolset_instructions"}).enabled_prompts
     controls = {"style_guide": True, "ai_safety": True, "files": False}
-    assert enabled_sections(controls) == {"ai_safety", "toolset_instructions"}
+    assert enabled_sections(controls, listed) == {"ai_safety", "toolset_instructions"}
     # Listed in the env but off by default: the env allows, it does not switch on.
-    assert enabled_sections({}) == {"files", "toolset_instructions"}
-    monkeypatch.setenv("ENABLED_PROMPTS", "none")
-    assert enabled_sections({"intro": True}) == frozenset()
+    assert enabled_sections({}, listed) == {"files", "toolset_instructions"}
+    none = OperatorSettings.from_env({"ENABLED_PROMPTS": "none"}).enabled_prompts
+    assert enabled_sections({"intro": True}, none) == frozenset()
 
 
 def test_system_prompt_contains_exactly_the_enabled_sections() -> None:

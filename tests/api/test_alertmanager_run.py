@@ -82,7 +82,9 @@ def test_a_resolved_alert_cancels_its_queued_investigation(
 
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content=ANSWER, latency_ms=120_000)]))
     # one run slot: the first alert's run holds it, the second waits in Pending
-    op = OperatorThread(cluster, namespace, model_list(model_server, scenario_name), tools=test_registry, concurrency=1)
+    op = OperatorThread(
+        cluster, namespace, model_list(model_server, scenario_name), tools=test_registry, runs_concurrency=1
+    )
     op.start()
     try:
         s = stack(scenario_name, operator=False)

@@ -19,6 +19,7 @@ import pytest
 from lestrade.kube import Kube
 from lestrade.localcluster.cluster import free_port
 from lestrade.localcluster.processes import wait_until
+from lestrade.runs.records import MessageRecord
 from lestrade.runs.transcript import RecordType, Transcript
 from lestrade.runs.views import ConversationView
 
@@ -161,15 +162,17 @@ def test_ten_thousand_messages_paged_with_tail(stack: Any, scenario_name: str, n
                     for i in range(1, total + 1):
                         role = "user" if i % 2 else "assistant"
                         transcript.append(
-                            RecordType.MESSAGE,
-                            message={"role": role, "content": f"m{i}"},
-                            context={
-                                "role": role,
-                                "parts": [{"type": "text", "text": f"m{i}"}],
-                                "tokenCount": 3,
-                                "metadata": {},
-                                "insertedAt": "2025-01-24T12:00:00Z",
-                            },
+                            MessageRecord(
+                                t=RecordType.MESSAGE,
+                                message={"role": role, "content": f"m{i}"},
+                                context={
+                                    "role": role,
+                                    "parts": [{"type": "text", "text": f"m{i}"}],
+                                    "tokenCount": 3,
+                                    "metadata": {},
+                                    "insertedAt": "2025-01-24T12:00:00Z",
+                                },
+                            )
                         )
                     await transcript.sync()
                 finally:

@@ -84,7 +84,12 @@ def test_a_webhook_decides_through_its_signed_link(
             },
         )
         op = OperatorThread(
-            cluster, namespace, models, tools=test_registry, api_url=base, decision_key_file=str(key_file)
+            cluster,
+            namespace,
+            models,
+            tools=test_registry,
+            delivery_api_url=base,
+            delivery_decision_key_file=str(key_file),
         )
         op.start()
         try:

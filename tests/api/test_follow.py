@@ -11,6 +11,7 @@ import aiohttp
 
 from lestrade.api.base.follow import TranscriptCache
 from lestrade.kube import Kube, resource_path
+from lestrade.runs.records import TurnRecord
 from lestrade.runs.transcript import RecordType, Transcript
 
 
@@ -51,7 +52,7 @@ async def test_one_transcript_read_per_version_for_many_readers(cluster: Any, cr
             assert [r["t"] for r in states[0].records] == ["message"]
 
             # A new version: read once more; a reader cancelled mid-read does not hurt the rest.
-            writer.append(RecordType.TURN, index=0)
+            writer.append(TurnRecord(t=RecordType.TURN, index=0))
             await writer.sync()
             newer = await kube.patch(
                 resource_path("conversations", namespace, "shared") + "/status", {"status": {"version": 1}}

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from lestrade.localcluster import binary_path, ensure_binaries
-from lestrade.operator.base.settings import OperatorSettings
+from lestrade.operator.base.settings import JobSettings, OperatorSettings
 from lestrade.operator.runs.jobs import job_manifest
 from lestrade.runs.views import view_of
 
@@ -88,9 +88,11 @@ def job_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """The pod of a Job exactly as the operator builds it from the chart's pod template."""
     (template,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-job-template")]
     settings = OperatorSettings(
-        job_pod_template=yaml.safe_load(template["data"]["pod.yaml"]),
-        job_image="lestrade:test",
-        job_namespace="lestrade-system",
+        jobs=JobSettings(
+            pod_template=yaml.safe_load(template["data"]["pod.yaml"]),
+            image="lestrade:test",
+            namespace="lestrade-system",
+        )
     )
     ref = view_of(
         {
@@ -389,7 +391,7 @@ def test_trigger_budget_and_hosted_values_reach_the_processes_as_they_read_them(
     containers = {c["name"]: c for c in workloads(docs)["deployment"]["containers"]}
     env = {name: {e["name"]: e.get("value", "") for e in c["env"]} for name, c in containers.items()}
     operator = OperatorSettings.from_env(env["operator"])
-    assert operator.namespace_spend_limit == "tokens=500000,cost=20,window=24h"
+    assert operator.spend.namespace_limit == "tokens=500000,cost=20,window=24h"
     assert AlertReceiverSettings.from_env(env["api"]).all_namespaces is True
     # the operator explains routes by the same policy the API matches by
     assert env["operator"]["LESTRADE_ALERT_ROUTES_ALL_NAMESPACES"] == "true"

@@ -205,6 +205,16 @@ def write_model_list(path: Path, server: Any, *scenarios: str) -> Path:
 # -- operators ---------------------------------------------------------------------------------
 
 
+def grouped(flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """`runs_concurrency=2` → `runs={"concurrency": 2}`: a test names a setting by its group and
+    field in one keyword (`OperatorSettings.from_env` refuses an unknown one)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        group, _, name = key.partition("_")
+        groups.setdefault(group, {})[name] = value
+    return groups
+
+
 class OperatorThread:
     """The operator (the product's `run_operator`) in a thread with its own event loop."""
 
@@ -225,7 +235,7 @@ class OperatorThread:
         self.tools = tools
         self.session_factory = session_factory
         self.settings = OperatorSettings.from_env(
-            {}, **{"job_namespace": namespace, "status_interval": 0.1, **settings}
+            {}, **grouped({"jobs_namespace": namespace, "status_interval": 0.1, **settings})
         )
         self._stop = threading.Event()
         self._ready = threading.Event()

@@ -87,9 +87,9 @@ class Tenancy:
 
     def settings(self) -> dict[str, Any]:
         return {
-            "tools_service_account": self.tools_account,
-            "scopes_namespace": self.scopes_namespace,
-            "scope_policy": self.policy,
+            "tenancy_tools_service_account": self.tools_account,
+            "tenancy_scopes_namespace": self.scopes_namespace,
+            "tenancy_scope_policy": self.policy,
         }
 
     def close(self) -> None:

@@ -218,7 +218,7 @@ def test_the_real_write_tool_runs_once_approved(
         )
     )
     # The product's own registry, with the write actions switched on.
-    start_operator(scenario_name, tools=None, enable_write_tools=True)
+    start_operator(scenario_name, tools=None, tools_write_tools=True)
     create_inv(api_client, namespace, "unstick")
     paused = wait_inv(api_client, namespace, "unstick", phase_is("AwaitingApproval", "Failed", "Succeeded"))
     assert paused["status"]["pendingApprovals"][0]["description"] == f"kubectl delete pod stuck -n {namespace}"

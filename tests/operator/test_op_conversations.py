@@ -263,7 +263,7 @@ def test_conversations_and_investigations_share_the_run_slots(
             ],
         )
     )
-    start_operator(scenario_name, concurrency=1)
+    start_operator(scenario_name, runs_concurrency=1)
     create_inv(api_client, namespace, "holder", title="hold-the-slot")
     wait_inv(api_client, namespace, "holder", phase_is("Running"))
     create_conv(api_client, namespace, "queued", "Am I queued?")

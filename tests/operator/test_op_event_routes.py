@@ -92,7 +92,7 @@ def test_warning_events_start_one_investigation_per_object_within_the_limits(
         ],
     )
     route(api_client, namespace, "one-only", limits={"maxPerInterval": 1}, matchers=[{"name": "kind", "value": "Pod"}])
-    start_operator(scenario_name, event_batch_seconds=0.5)
+    start_operator(scenario_name, triggers_event_batch_seconds=0.5)
     for reason in ("BackOff", "Failed", "BackOff", "Failed", "BackOff"):
         post_event(api_client, namespace, "Pod", "web-1", reason, f"Back-off pulling image web:9 ({reason})")
     for reason in ("Failed", "BackOff", "BackOff"):

@@ -16,6 +16,7 @@ from test_op_restart import assert_status_matches_transcript, steps_requested
 
 from lestrade.kube import Kube
 from lestrade.modelserver import Scenario, Step
+from lestrade.runs.records import AgentRecord
 from lestrade.runs.transcript import SEAL_KEY, RecordType, Transcript, TranscriptFenced
 
 
@@ -103,7 +104,7 @@ async def test_a_run_whose_transcript_someone_else_extended_stops_and_resumes_fr
     kube = Kube(api_client)
     other = Transcript(kube, namespace, _owner(inv))
     await other.load()
-    other.append(RecordType.AGENT, event="note", text="written by the other owner")
+    other.append(AgentRecord(t=RecordType.AGENT, event="note", text="written by the other owner"))
     await other.sync()
     await kube.aclose()
     steps[0] = Step(content="fresh answer")

@@ -69,11 +69,11 @@ def test_job_mode_runs_each_round_as_a_job(
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     start_operator(
         scenario_name,
-        job_mode=True,
-        job_image="ghcr.io/lestrade/lestrade:test",
-        job_service_account="lestrade",
-        job_pod_template=UNSCHEDULABLE,
-        job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
+        jobs_enabled=True,
+        jobs_image="ghcr.io/lestrade/lestrade:test",
+        jobs_service_account="lestrade",
+        jobs_pod_template=UNSCHEDULABLE,
+        jobs_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
     )
     inv = create_inv(api_client, namespace, "in-a-job")
     uid = inv["metadata"]["uid"]
@@ -150,10 +150,10 @@ def test_job_mode_runs_each_conversation_turn_as_a_job(
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     start_operator(
         scenario_name,
-        job_mode=True,
-        job_image="ghcr.io/lestrade/lestrade:test",
-        job_pod_template=UNSCHEDULABLE,
-        job_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
+        jobs_enabled=True,
+        jobs_image="ghcr.io/lestrade/lestrade:test",
+        jobs_pod_template=UNSCHEDULABLE,
+        jobs_env={"LESTRADE_STATUS_INTERVAL": "0.1"},
     )
     conv = create_conv(api_client, namespace, "chat-in-jobs", "One?")
     uid = conv["metadata"]["uid"]

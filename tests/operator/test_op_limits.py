@@ -121,10 +121,10 @@ def test_deleting_a_running_investigation_stops_its_run(
     if job_mode:
         start_operator(
             scenario_name,
-            job_mode=True,
-            job_image="ghcr.io/lestrade/lestrade:test",
-            job_service_account="lestrade",
-            job_pod_template=UNSCHEDULABLE,
+            jobs_enabled=True,
+            jobs_image="ghcr.io/lestrade/lestrade:test",
+            jobs_service_account="lestrade",
+            jobs_pod_template=UNSCHEDULABLE,
         )
     else:
         start_operator(scenario_name)
@@ -175,7 +175,7 @@ def test_concurrency_limit_queues_the_rest_in_pending(
     start_operator: Any,
 ) -> None:
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="done", latency_ms=1500)]))
-    start_operator(scenario_name, concurrency=2)
+    start_operator(scenario_name, runs_concurrency=2)
     names = [f"q-{i}" for i in range(5)]
     custom = k8s.CustomObjectsApi(api_client)
     version = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]

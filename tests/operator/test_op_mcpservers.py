@@ -128,7 +128,7 @@ def test_mcpserver_tools_in_an_investigation_with_approval_of_the_destructive_on
             ],
         )
     )
-    start_operator(scenario_name, mcp_refresh=2.0)
+    start_operator(scenario_name, tools_mcp_refresh=2.0)
 
     # A Secret without the label is never used: the operator says why.
     refused = wait_server(api_client, namespace, "tsrv", ready("False"))
@@ -283,10 +283,10 @@ def test_job_mode_runs_get_the_mcp_tools_too(
     models = write_model_list(tmp_path / "models.yaml", model_server, scenario_name)
     start_operator(
         scenario_name,
-        job_mode=True,
-        job_image="ghcr.io/lestrade/lestrade:test",
-        job_service_account="lestrade",
-        job_pod_template=UNSCHEDULABLE,
+        jobs_enabled=True,
+        jobs_image="ghcr.io/lestrade/lestrade:test",
+        jobs_service_account="lestrade",
+        jobs_pod_template=UNSCHEDULABLE,
     )
     inv = create_inv(api_client, namespace, "mcp-in-a-job")
     (job,) = wait_until("the Job", lambda: jobs_of(api_client, namespace, inv["metadata"]["uid"]), timeout=30)

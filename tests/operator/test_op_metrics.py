@@ -78,7 +78,7 @@ def test_metrics_after_an_investigation_and_a_conversation_turn(
         )
     )
     port = free_port()
-    start_operator(model, chat, metrics_port=port)
+    start_operator(model, chat, telemetry_metrics_port=port)
     before = scrape(port)
 
     create_inv(api_client, namespace, "metered")

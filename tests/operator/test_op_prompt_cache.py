@@ -32,7 +32,7 @@ def test_cached_tokens_reach_status_and_metrics(
         )
     )
     port = free_port()
-    start_operator(scenario_name, metrics_port=port)
+    start_operator(scenario_name, telemetry_metrics_port=port)
     before = scrape(port)
     create_inv(api_client, namespace, "cached")
     done = wait_inv(api_client, namespace, "cached", phase_is("Succeeded", "Failed"))

@@ -238,13 +238,13 @@ def solo_replica(namespace: str) -> tuple[str, dict[str, Any]]:
     the test) renewed often (a refused renewal is noticed at once)."""
     group = f"g-{uuid.uuid4().hex[:6]}"
     return group, {
-        "replicas": "shared",
-        "replica_name": "solo",
-        "replica_group": group,
-        "lease_namespace": namespace,
-        "lease_duration": 30.0,
-        "lease_renew_deadline": 20.0,
-        "lease_renew_interval": 0.5,
+        "replicas_mode": "shared",
+        "replicas_name": "solo",
+        "replicas_group": group,
+        "replicas_lease_namespace": namespace,
+        "replicas_lease_duration": 30.0,
+        "replicas_lease_renew_deadline": 20.0,
+        "replicas_lease_renew_interval": 0.5,
     }
 
 

@@ -30,6 +30,7 @@ from lestrade.kube import Kube
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.agent.toolcalls import call_digest
 from lestrade.operator.agent.turn import OUTCOME_UNKNOWN
+from lestrade.runs.records import ApprovalNeededRecord
 from lestrade.runs.transcript import RecordType, Transcript
 
 
@@ -128,17 +129,25 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
     ]:
         transcript.append_message(message)
     transcript.append(
-        RecordType.APPROVAL_NEEDED,
-        pending=[
-            {"toolCallId": "fix-1", "toolName": "apply_fix", "description": "apply fix", "params": {}, "digest": digest}
-        ],
+        ApprovalNeededRecord(
+            t=RecordType.APPROVAL_NEEDED,
+            pending=[
+                {
+                    "toolCallId": "fix-1",
+                    "toolName": "apply_fix",
+                    "description": "apply fix",
+                    "params": {},
+                    "digest": digest,
+                }
+            ],
+        )
     )
     transcript.append_decision("fix-1", True, None, digest)
     transcript.append_started("fix-1", digest)
     await transcript.sync()
     await kube.aclose()
 
-    start_operator(scenario_name, default_timeout=10**9)
+    start_operator(scenario_name, runs_default_timeout=10**9)
     done = await asyncio.to_thread(wait_inv, api_client, namespace, "approved", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1

@@ -270,7 +270,7 @@ async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
     await transcript.sync()
     await kube.aclose()
 
-    start_operator(scenario_name, default_timeout=10**9)
+    start_operator(scenario_name, runs_default_timeout=10**9)
     done = await asyncio.to_thread(wait_inv, api_client, namespace, "answered", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     assert done["status"]["sections"] == {"Cause": "the stored answer"}

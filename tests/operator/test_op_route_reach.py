@@ -6,12 +6,12 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-import pytest
 from kubernetes import client as k8s
 from opkit import wait_until
 
 from lestrade.localcluster.build import binary_path
 from lestrade.resources.rest import request_json
+from lestrade.triggers.reach import RoutePolicy
 
 ROUTES = "/apis/lestrade.dev/v1alpha1/namespaces/{}/alertroutes"
 
@@ -47,12 +47,10 @@ def kubectl(cluster: Any, *args: str) -> str:
 
 
 def test_a_route_that_can_never_match_says_why(
-    start_operator: Any, cluster: Any, api_client: k8s.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+    start_operator: Any, cluster: Any, api_client: k8s.ApiClient, namespace: str
 ) -> None:
-    monkeypatch.setenv("LESTRADE_NAMESPACE", "lestrade-api-elsewhere")  # the API's namespace is another one
-    monkeypatch.delenv("LESTRADE_ALERT_ROUTES_ANY_NAMESPACES", raising=False)
-    monkeypatch.delenv("LESTRADE_ALERT_ROUTES_ALL_NAMESPACES", raising=False)
-    start_operator("unused")
+    # the API's namespace is another one, and no namespace may have `Any` routes
+    start_operator("unused", triggers_alert_routes=RoutePolicy("lestrade-api-elsewhere", frozenset()))
     apply(api_client, namespace, "own")
     apply(api_client, namespace, "any", alertNamespace="Any")
     apply(api_client, namespace, "elsewhere", matchers=[{"name": "namespace", "value": "payments"}])

@@ -111,7 +111,7 @@ def test_a_scoped_run_reads_its_own_metrics_and_changes_only(
                 ],
             )
         )
-        start_operator(scenario_name, tools=None, prometheus_url=prometheus.url, **tenancy.settings())
+        start_operator(scenario_name, tools=None, tools_prometheus_url=prometheus.url, **tenancy.settings())
         k8s.CustomObjectsApi(as_tenant).create_namespaced_custom_object(
             GROUP,
             "v1alpha1",

@@ -68,8 +68,16 @@ def test_replica_settings_from_the_environment() -> None:
     settings = OperatorSettings.from_env(
         {"LESTRADE_REPLICAS": "Shared", "POD_NAME": "lestrade-7d9-x2", "POD_NAMESPACE": "ops"}
     )
-    assert (settings.replicas, settings.replica_name, settings.lease_namespace) == ("shared", "lestrade-7d9-x2", "ops")
-    assert settings.lease_renew_interval < settings.lease_renew_deadline < settings.lease_duration
+    assert (settings.replicas.mode, settings.replicas.name, settings.replicas.lease_namespace) == (
+        "shared",
+        "lestrade-7d9-x2",
+        "ops",
+    )
+    assert (
+        settings.replicas.lease_renew_interval
+        < settings.replicas.lease_renew_deadline
+        < settings.replicas.lease_duration
+    )
 
 
 class FakeLeases:

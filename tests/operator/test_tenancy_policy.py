@@ -71,9 +71,11 @@ def test_a_broken_policy_grants_nothing_and_says_why(text: str) -> None:
 def _registry(scope: RunScope) -> tuple[list[str], str]:
     settings = OperatorSettings.from_env(
         {},
-        prometheus_url="http://prometheus:9090",
-        enable_write_tools=True,
-        alertmanager_url="http://alertmanager:9093",
+        tools={
+            "prometheus_url": "http://prometheus:9090",
+            "write_tools": True,
+            "alertmanager_url": "http://alertmanager:9093",
+        },
     )
     with k8s.ApiClient() as client:
         registry = ScopedTools(settings).registry(client, scope, None)
@@ -92,7 +94,7 @@ def test_prometheus_and_alerts_reach_scoped_runs_confined_to_their_namespaces() 
 
 
 def test_write_tools_refuse_namespaces_outside_the_scope() -> None:
-    settings = OperatorSettings.from_env({}, enable_write_tools=True)
+    settings = OperatorSettings.from_env({}, tools={"write_tools": True})
     with k8s.ApiClient() as client:
         registry = ScopedTools(settings).registry(client, RunScope(namespaces=["team-a"]), None)
         tool = registry.get("kubectl_delete_pod")

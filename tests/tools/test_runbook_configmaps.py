@@ -79,10 +79,10 @@ async def test_the_operator_reads_runbooks_from_its_own_namespace_by_default(
     _runbook_configmap(core, namespace, "ops-runbooks", {"db-failover.md": "# DB failover\n"})
     _runbook_configmap(core, tenant_namespace, "evil", {"tenant-only.md": "# Mine\n"})
     settings = OperatorSettings.from_env({"POD_NAMESPACE": namespace})
-    assert settings.runbook_namespaces == (namespace,)
-    registry = default_registry(api_client, runbook_namespaces=list(settings.runbook_namespaces))
+    assert settings.tools.runbook_namespaces == (namespace,)
+    registry = default_registry(api_client, runbook_namespaces=list(settings.tools.runbook_namespaces))
     listing = await registry.get("fetch_runbook").run({})
     assert listing.status == "success", listing.text()
     assert "db-failover" in listing.data and "tenant-only" not in listing.data
     listed = OperatorSettings.from_env({"POD_NAMESPACE": namespace, "LESTRADE_RUNBOOK_NAMESPACES": f"{namespace}, ops"})
-    assert listed.runbook_namespaces == (namespace, "ops")
+    assert listed.tools.runbook_namespaces == (namespace, "ops")

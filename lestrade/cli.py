@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from lestrade.config import api_bind
 from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary_path
@@ -94,7 +95,7 @@ def _accepts_an_investigation(kubeconfig: Path, *, stamped: bool) -> bool:
         "spec": {"title": "readiness probe of lestrade run (dry run, never stored)"},
     }
     with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
-        created = k8s_client.CustomObjectsApi(api).create_namespaced_custom_object(
+        created: Any = k8s_client.CustomObjectsApi(api).create_namespaced_custom_object(
             "lestrade.dev", "v1alpha1", "default", "investigations", body, dry_run="All"
         )
     return not stamped or REQUESTED_BY_ANNOTATION in (created.get("metadata", {}).get("annotations") or {})

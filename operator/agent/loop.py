@@ -164,7 +164,8 @@ class _Run:
         self.response_format = agent.response_format if structured(agent.response_format) else None
         # A provider without structured output is asked for the object in words too
         # (`structured.py`), and any answer that is not the object gets one corrective step.
-        self.in_words = self.response_format is not None and not native_structured(self.model_name)
+        # Known at the first model call (litellm's table; imported off the event loop).
+        self.in_words: bool | None = None if self.response_format is not None else False
         self.structured_retries = 1
         ask = latest_ask_index(self.messages)
         since_ask = self.messages[(ask or 0) :]
@@ -316,6 +317,8 @@ class _Run:
             if self.agent.response_format:
                 settings = {**settings, "response_format": self.agent.response_format}
             asked = messages
+            if self.in_words is None:
+                self.in_words = not await asyncio.to_thread(native_structured, self.model_name)
             if self.in_words and self.response_format is not None:
                 note = structured_instruction(self.response_format, text.NOTE_PREFIX)
                 asked = [*messages, {"role": "user", "content": note}]

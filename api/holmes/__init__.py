@@ -21,7 +21,9 @@ the Conversation (the client's claims). A resume-only request (`ask` empty, with
 history is trusted: a history the server never issued only goes along as quoted text in the
 first ask (never as messages, so it cannot carry tool calls). `tool_decisions` patch
 `spec.decisions`, and only for calls the server's transcript holds as waiting in the current
-turn; the call that then runs is the stored one. A new question while calls wait denies them.
+turn; the call that then runs is the stored one, bound to its digest (spec.decisions[].digest),
+which `pending_approvals[].ticket` shows and a decision's `ticket` must match when sent. A new
+question while calls wait denies them.
 
 `events` (pure): progress records → HolmesGPT events and response fields (assistant message →
 `ai_message` + `start_tool_calling` per call; tool message → `tool_calling_result`;

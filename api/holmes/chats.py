@@ -440,12 +440,27 @@ class ChatStore:
             raise ClientError(400, field, f"decide every waiting call; {len(missing)} more are waiting")
         if set(view.pending_ids) != set(waiting):
             return None  # status has not caught up with the transcript yet
+        digests = {p["toolCallId"]: p.get("digest") or "" for p in view.status.get("pendingApprovals") or []}
+        forged = [d.tool_call_id for d in decisions if d.ticket is not None and d.ticket != digests[d.tool_call_id]]
+        if forged:
+            raise ClientError(
+                400,
+                "tool_decisions",
+                f"ticket of {', '.join(map(json.dumps, forged))} does not match the call waiting "
+                "under that id (a ticket is issued with pending_approvals for one exact call); "
+                "nothing was decided",
+            )
         patch = {
             "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
             "spec": {
                 "decisions": {
                     **{
-                        d.tool_call_id: {"approved": d.approved, **({"reason": d.reason} if d.reason else {})}
+                        # bound to the stored call: the operator applies it to that call only
+                        d.tool_call_id: {
+                            "approved": d.approved,
+                            **({"reason": d.reason} if d.reason else {}),
+                            **({"digest": digests[d.tool_call_id]} if digests[d.tool_call_id] else {}),
+                        }
                         for d in decisions
                     },
                     # A frontend call "runs" by returning the client's output: approved with it.

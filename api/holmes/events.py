@@ -309,6 +309,9 @@ def _record_events(
                         "tool_name": p.get("toolName") or "",
                         "description": p.get("description") or "",
                         "params": p.get("params") or {},
+                        # the stored call's digest: a tool_decision carrying it applies
+                        # to exactly this call (server-verified, valid across restarts)
+                        "ticket": p.get("digest") or "",
                     }
                     for p in pending
                 ],

@@ -46,6 +46,13 @@ class ToolDecision(_Body):
     tool_call_id: str = Field(min_length=1, max_length=253, description="Id from pending_approvals.")
     approved: bool = Field(description="true runs the call as the server's transcript holds it.")
     reason: str | None = Field(default=None, max_length=4096, description="Why (shown to the model).")
+    ticket: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The pending approval's ticket: when given, the decision is refused (400) "
+        "unless the waiting call is the one the ticket was issued for. Without it the decision "
+        "is bound to the stored call the server holds as waiting.",
+    )
 
 
 class FrontendTool(_Body):

@@ -177,7 +177,9 @@ def apply_response_format(content: str | None, response_format: Any) -> str | No
     Content that already is JSON is left alone. Otherwise the markdown's `#` sections become
     the object's fields — the schema's properties when it names them (matched to headings
     ignoring case and punctuation, null when absent), else the headings themselves — and text
-    before the first heading is kept at the start of the first filled field.
+    before the first heading is kept at the start of the first filled field. A field the schema
+    types as boolean, integer or number gets that type when its text reads as one (a provider
+    with structured output never answers `"false"` for a boolean).
     """
     if content is None or not isinstance(response_format, dict):
         return content
@@ -196,7 +198,25 @@ def apply_response_format(content: str | None, response_format: Any) -> str | No
     if preamble:
         first = next((key for key in keys if result[key] is not None), keys[0])
         result[first] = f"{preamble}\n\n{result[first] or ''}".strip()
-    return json.dumps(result)
+    properties = schema.get("properties") or {}
+    return json.dumps({key: _typed(value, properties.get(key) or {}) for key, value in result.items()})
+
+
+def _typed(value: str | None, schema: dict[str, Any]) -> Any:
+    """`value` as the JSON type `schema` names, when it reads as one; else unchanged."""
+    if value is None:
+        return None
+    word = value.strip().strip("*`'\".").strip().lower()
+    kind = schema.get("type")
+    if kind == "boolean" and word in ("true", "false"):
+        return word == "true"
+    if kind in ("integer", "number"):
+        try:
+            number = float(word)
+        except ValueError:
+            return value
+        return int(number) if kind == "integer" and number.is_integer() else number
+    return value
 
 
 def _sections(content: str) -> tuple[str, list[tuple[str, str | None]]]:

@@ -15,7 +15,8 @@ started_call_ids={...})` (the digest `ApprovalNeeded` reported binds the decisio
 `loop` (Agent.run, an async generator of `events`) → `turn` (one turn's tool calls, approvals,
 resume) → `model` (litellm call with bounded retries, litellm imported in a thread at first
 use); `prompts` / `prompt_text` (switchable sections, `ENABLED_PROMPTS`), `answer` (sections
-parser), `tokens` / `window` (counting, truncation, compaction), `guard` (loop guard).
+parser), `tokens` / `window` (counting, truncation, compaction), `guard` (loop guard),
+`structured` (a `response_format` asked in words where the provider lacks it; the answer checked).
 
 Approvals are bound to one call (`toolcalls`): every tool call gets an id unique within the run
 (the provider's when well-formed and never used in the run, else a fresh random one; stored in

@@ -43,6 +43,11 @@ from lestrade.operator.agent.prompts import (
     system_prompt,
     user_prompt,
 )
+from lestrade.operator.agent.structured import check as check_structured
+from lestrade.operator.agent.structured import instruction as structured_instruction
+from lestrade.operator.agent.structured import native as native_structured
+from lestrade.operator.agent.structured import retry_note as structured_retry_note
+from lestrade.operator.agent.structured import structured
 from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
 from lestrade.operator.agent.toolcalls import (
     Call,
@@ -156,6 +161,12 @@ class _Run:
         self.truncations: list[Truncation] = []
         self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)
         self.deadline: float | None = None
+        self.response_format = agent.response_format if structured(agent.response_format) else None
+        # A provider without structured output is asked for the object in words too
+        # (`structured.py`), and any answer that is not the object gets one corrective step.
+        # Known at the first model call (litellm's table; imported off the event loop).
+        self.in_words: bool | None = None if self.response_format is not None else False
+        self.structured_retries = 1
         ask = latest_ask_index(self.messages)
         since_ask = self.messages[(ask or 0) :]
         self.steps = sum(1 for m in since_ask if m.get("role") == "assistant")
@@ -241,7 +252,17 @@ class _Run:
                         "MaxStepsReached",
                         f"the model did not answer within {self.limits.max_steps} steps",
                     )
-                yield self._answer(reply.content)
+                content = reply.content
+                if self.response_format is not None:
+                    checked = check_structured(content, self.response_format)
+                    if checked.error is None:
+                        content = checked.text
+                    elif self.structured_retries > 0 and not force:
+                        self.structured_retries -= 1
+                        note = structured_retry_note(self.response_format, checked.error, text.NOTE_PREFIX)
+                        yield self._add({"role": "user", "content": note})
+                        continue
+                yield self._answer(content)
                 return
             turn = self._turn()
             async for event in turn.run(calls, {}, frozenset(), self._add):
@@ -295,9 +316,15 @@ class _Run:
             settings = self.settings
             if self.agent.response_format:
                 settings = {**settings, "response_format": self.agent.response_format}
+            asked = messages
+            if self.in_words is None:
+                self.in_words = not await asyncio.to_thread(native_structured, self.model_name)
+            if self.in_words and self.response_format is not None:
+                note = structured_instruction(self.response_format, text.NOTE_PREFIX)
+                asked = [*messages, {"role": "user", "content": note}]
             async for item in complete(
                 settings,
-                messages,
+                asked,
                 max_tokens=self.agent.context.max_output,
                 limits=self.limits,
                 deadline=self.deadline,

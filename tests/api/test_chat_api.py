@@ -275,6 +275,73 @@ def test_response_format_makes_the_analysis_a_json_string_of_the_schema(
     assert "response_format" not in second
 
 
+HEALTH_SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "ClusterHealthResult",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"is_healthy": {"type": "boolean"}, "summary": {"type": "string"}},
+            "required": ["is_healthy", "summary"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def test_a_model_without_structured_output_is_asked_in_words_and_its_answer_checked(
+    stack: Any, model_server: Any, scenario_name: str
+) -> None:
+    # A provider that ignores response_format: its first answer is prose, then (told what was
+    # wrong) a fenced object. The client gets the bare object the schema describes.
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            ignores_response_format=True,
+            steps=[
+                Step(content="All nodes look ready to me."),
+                Step(content='Here it is:\n```json\n{"is_healthy": true, "summary": "All nodes are ready."}\n```'),
+            ],
+        )
+    )
+    s = stack(scenario_name)
+    with s.client() as http:
+        response = http.post("/api/chat", json={"ask": "Is the cluster healthy?", "response_format": HEALTH_SCHEMA})
+    assert response.status_code == 200, response.text
+    assert json.loads(response.json()["analysis"]) == {"is_healthy": True, "summary": "All nodes are ready."}
+    first, second = model_server.requests(scenario_name)
+    # asked in words with every call (the provider's table says it has no structured output)
+    asked = first["messages"][-1]
+    assert asked["role"] == "user" and "JSON Schema" in asked["content"] and '"is_healthy"' in asked["content"]
+    # the prose answer was refused with the reason, once
+    notes = [m["content"] for m in second["messages"] if m["role"] == "user" and "rejected" in str(m["content"])]
+    assert len(notes) == 1 and "not JSON" in notes[0], notes
+    assert second["messages"][-1]["content"] == asked["content"]
+
+
+def test_a_structured_answer_that_breaks_the_schema_gets_one_corrective_step(
+    stack: Any, model_server: Any, scenario_name: str
+) -> None:
+    # A string where the schema says boolean: the model is told which field, and its second
+    # answer stands (one correction, not a loop).
+    model_server.add_scenario(
+        Scenario(
+            name=scenario_name,
+            ignores_response_format=True,
+            steps=[Step(content='{"is_healthy": "yes", "summary": "fine"}')],
+        )
+    )
+    s = stack(scenario_name)
+    with s.client() as http:
+        response = http.post("/api/chat", json={"ask": "Healthy?", "response_format": HEALTH_SCHEMA})
+    assert response.status_code == 200, response.text
+    assert json.loads(response.json()["analysis"]) == {"is_healthy": "yes", "summary": "fine"}
+    first, second = model_server.requests(scenario_name)
+    (note,) = [m["content"] for m in second["messages"] if m["role"] == "user" and "rejected" in str(m["content"])]
+    assert "is_healthy" in note and "boolean" in note, note
+
+
 def test_a_reconnect_while_the_run_goes_on_gets_exactly_the_rest_live(
     stack: Any, model_server: Any, scenario_name: str, namespace: str
 ) -> None:

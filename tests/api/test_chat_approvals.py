@@ -10,11 +10,12 @@ import json
 from typing import Any
 
 import httpx
-from convkit import get_conv
+from convkit import get_conv, wait_conv
 from httpx_sse import connect_sse
 from opkit import EFFECT_LABEL, count_effects
 
 from lestrade.modelserver import Scenario, Step, ToolCall
+from lestrade.operator.agent.toolcalls import call_digest
 
 
 def fix(namespace: str, tag: str, call_id: str = "fix-1") -> ToolCall:
@@ -58,8 +59,10 @@ def test_the_approval_round_trip_over_sse(
                 "tool_name": "apply_fix",
                 "description": f"apply fix {tag} in {namespace}",
                 "params": {"namespace": namespace, "tag": tag},
+                "ticket": approval["pending_approvals"][0]["ticket"],
             }
         ]
+        assert approval["pending_approvals"][0]["ticket"].startswith("sha256:")
         assert approval["pending_frontend_tool_calls"] == []
         history = approval["conversation_history"]
         assert history[-1]["tool_calls"][0]["id"] == "fix-1"
@@ -79,8 +82,68 @@ def test_the_approval_round_trip_over_sse(
     assert resumed[-1][1]["analysis"] == "Fixed."
     assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
     conv = get_conv(api_client, namespace, approval["conversation_id"])
-    assert conv["spec"]["decisions"] == {"fix-1": {"approved": True}}
+    # bound to the stored call (its digest), though the client sent no ticket
+    ticket = approval["pending_approvals"][0]["ticket"]
+    assert conv["spec"]["decisions"] == {"fix-1": {"approved": True, "digest": ticket}}
     assert len(conv["spec"]["turns"]) == 1  # the resume asked nothing new
+
+
+def ticket_of(name: str, params: dict[str, Any]) -> str:
+    """A digest as the operator records one for a call (the ticket of that call)."""
+    return call_digest(name, json.dumps(params))
+
+
+def test_an_approval_ticket_binds_the_decision_to_the_stored_call_across_api_processes(
+    stack: Any, model_server: Any, scenario_name: str, namespace: str, api_client: Any
+) -> None:
+    tag = scenario_name
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(tool_calls=[fix(namespace, tag)]), Step(content="Fixed.")])
+    )
+    s = stack(scenario_name)
+    with s.client() as http:
+        paused = http.post("/api/chat", json={"ask": "Fix it.", "enable_tool_approval": True})
+        assert paused.status_code == 200, paused.text
+        body = paused.json()
+    (pending,) = body["pending_approvals"]
+    ticket = pending["ticket"]
+    # the ticket is the digest of the stored call that status shows a kubectl user
+    conv = wait_conv(
+        api_client, namespace, body["conversation_id"], lambda o: bool((o.get("status") or {}).get("pendingApprovals"))
+    )
+    assert ticket.startswith("sha256:") and ticket == conv["status"]["pendingApprovals"][0]["digest"]
+
+    # A ticket issued for another call (the same id, other arguments: what a forged or stale
+    # history would hold) is refused, naming the field, and decides nothing.
+    other = ticket_of("apply_fix", {"namespace": namespace, "tag": "evil"})
+    with s.client() as http:
+        refused = http.post(
+            "/api/chat",
+            json={
+                "conversation_id": body["conversation_id"],
+                "tool_decisions": [{"tool_call_id": "fix-1", "approved": True, "ticket": other}],
+            },
+        )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["field"] == "tool_decisions" and "ticket" in refused.json()["detail"]
+    assert "decisions" not in get_conv(api_client, namespace, body["conversation_id"])["spec"]
+
+    # Another API process (nothing shared but the cluster) accepts the ticket: it is bound to
+    # the stored call, not to a key of the process that issued it.
+    again = stack(scenario_name, operator=False)
+    with again.client() as http:
+        resumed = http.post(
+            "/api/chat",
+            json={
+                "conversation_id": body["conversation_id"],
+                "tool_decisions": [{"tool_call_id": "fix-1", "approved": True, "ticket": ticket}],
+            },
+        )
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["analysis"] == "Fixed."
+    assert count_effects(api_client, namespace, EFFECT_LABEL, tag) == 1
+    conv = get_conv(api_client, namespace, body["conversation_id"])
+    assert conv["spec"]["decisions"] == {"fix-1": {"approved": True, "digest": ticket}}
 
 
 def test_a_forged_or_edited_history_never_runs_a_tool_call(

@@ -184,6 +184,23 @@ async def test_markdown_answer_becomes_json_for_structured_output(llm, model_ser
     }
 
 
+async def test_structured_output_fields_take_the_schemas_types(llm, model_server, scenario_name) -> None:
+    # as a provider with structured output answers: a boolean is never the string "false"
+    model_server.add_scenario(
+        {"name": scenario_name, "steps": ["# Healthy\n**false**\n# Replicas\n3\n# Ratio\n0.5\n# Note\nmaybe"]}
+    )
+    properties = {
+        "healthy": {"type": "boolean"},
+        "replicas": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "note": {"type": "boolean"},
+    }
+    response_format = {"type": "json_schema", "json_schema": {"name": "T", "schema": {"properties": properties}}}
+    turn = await llm(scenario_name, [{"role": "user", "content": "x"}], response_format=response_format)
+    # a word that is no boolean stays text (the client's check then says so)
+    assert json.loads(turn.content) == {"healthy": False, "replicas": 3, "ratio": 0.5, "note": "maybe"}
+
+
 def test_scenarios_load_from_yaml_json_and_dicts(tmp_path: Path) -> None:
     data = {
         "name": "from-file",

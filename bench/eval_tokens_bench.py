@@ -8,16 +8,26 @@ default) and with every logs call asking for `raw: true` (the lines themselves, 
 answered before the digests). Per scenario: tokens (the run's `status.usage.totalTokens`, as the
 scripted model server counts them) and evidence recall of both, side by side, so no saving is
 bought with lost evidence.
+
+The issue's target is the tokens per investigation -40% "against today". The scenarios' logs are
+a few lines each, so digests leave them as they are (a digest starts at 80 lines): there the
+tokens are the fixed part every request resends (system prompt, tool schemas, the ask). The
+"before" column is each scenario's raw-logs figure at a625fdd, before that fixed part was cut
+(`eval_tokens_before.json`, which also says what the fixed part was when the issue was filed);
+the ratio to it is the figure beside the target. The fixed part of this run's first request is
+printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import lestrade  # noqa: F401  (offline litellm/tiktoken first)
 from lestrade.evals.__main__ import DEFAULT_SCENARIOS
@@ -27,6 +37,23 @@ from lestrade.evals.runner import Environment, run_scripted
 from lestrade.evals.scenario import Scenario, load_scenarios
 
 LOG_TOOLS = ("kubectl_logs", "kubectl_previous_logs")
+BEFORE = Path(__file__).resolve().parent / "eval_tokens_before.json"
+TARGET = 0.60  # the issue: tokens per investigation -40%
+
+
+def fixed_part(bodies: list[dict[str, Any]]) -> dict[str, int]:
+    """Tokens of what a first request sends before any evidence: system prompt, tool schemas, the ask."""
+    from lestrade.modelserver.conversation import message_text
+    from lestrade.modelserver.wire import count_tokens
+
+    first = min(bodies, key=lambda b: len(b.get("messages") or []))
+    by_role = {m.get("role"): count_tokens(message_text(m.get("content"))) for m in first["messages"]}
+    return {
+        "system": by_role.get("system", 0),
+        "tools": count_tokens(json.dumps(first.get("tools") or [])),
+        "user": by_role.get("user", 0),
+        "tool_count": len(first.get("tools") or []),
+    }
 
 
 def with_raw_logs(scenario: Scenario) -> Scenario:
@@ -40,7 +67,7 @@ def with_raw_logs(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"plan": plan})
 
 
-async def measure(only: list[str] | None) -> tuple[list[Recall], list[Recall]]:
+async def measure(only: list[str] | None) -> tuple[list[Recall], list[Recall], dict[str, int]]:
     from lestrade.localcluster.cluster import LocalCluster
     from lestrade.modelserver import ScriptedModelServer
 
@@ -54,8 +81,9 @@ async def measure(only: list[str] | None) -> tuple[list[Recall], list[Recall]]:
         env = Environment(api_client, workdir, prometheus_url=prometheus_url, series=series, parallel=4)
         server = stack.enter_context(ScriptedModelServer(latency_ms=0))
         digest = await run_scripted(env, server, scenarios)
+        fixed = fixed_part(server.requests())
         raw = await run_scripted(env, server, [with_raw_logs(s) for s in scenarios])
-    return digest, raw
+    return digest, raw, fixed
 
 
 def main() -> int:
@@ -63,25 +91,40 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     args = parser.parse_args()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or None
-    digest, raw = asyncio.run(measure(only))
+    digest, raw, fixed = asyncio.run(measure(only))
+    before = json.loads(BEFORE.read_text())
+    was, earlier = before["fixed_per_request"], before["scenarios"]
     raw_by_name = {r.scenario: r for r in raw}
-    print("tokens per scenario of the evidence suite (scripted plans): log digests vs raw log lines")
-    print(f"  {'scenario':<34} {'digest':>8} {'raw':>8} {'ratio':>6}  recall digest / raw")
-    totals = [0, 0]
+    print("tokens per scenario of the evidence suite (scripted plans): log digests vs raw log lines, and before")
+    print(f"  {'scenario':<34} {'digest':>8} {'raw':>8} {'before':>8} {'ratio':>6}  recall digest / raw")
+    totals = [0, 0, 0, 0]  # digest, raw, before, digest of the scenarios with a before figure
     for r in digest:
         other = raw_by_name[r.scenario]
+        then = (earlier.get(r.scenario) or {}).get("raw")
         totals[0] += r.tokens
         totals[1] += other.tokens
-        ratio = r.tokens / other.tokens if other.tokens else 0.0
+        if then:
+            totals[2] += then
+            totals[3] += r.tokens
+        ratio = f"{r.tokens / then:6.2f}" if then else f"{'new':>6}"
         print(
-            f"  {r.scenario:<34} {r.tokens:>8} {other.tokens:>8} {ratio:>6.2f}  "
+            f"  {r.scenario:<34} {r.tokens:>8} {other.tokens:>8} {then or '-':>8} {ratio}  "
             f"{r.reached}/{len(r.facts)} / {other.reached}/{len(other.facts)}"
         )
-    covered = sum(r.covered for r in digest)
     print(
-        f"  all scenarios: {totals[0]:,} vs {totals[1]:,} tokens "
-        f"({totals[0] / totals[1]:.2f}x; target: tokens per investigation -40% against before the digests)"
+        f"  fixed part of a first request: system {fixed['system']:,} + {fixed['tool_count']} tool schemas "
+        f"{fixed['tools']:,} + ask {fixed['user']:,} tokens (before: {was['system']:,} + {was['tools']:,} + "
+        f"about {was['user']:,})"
     )
+    print(f"  all scenarios: digests {totals[0]:,}, raw {totals[1]:,} tokens ({totals[0] / totals[1]:.2f}x)")
+    if totals[2]:
+        ratio = totals[3] / totals[2]
+        verdict = "met" if ratio <= TARGET else "NOT met"
+        print(
+            f"  against before ({before['commit']}, raw logs): {totals[3]:,} vs {totals[2]:,} tokens, {ratio:.2f}x "
+            f"({(ratio - 1) * 100:+.0f}%; target: -40%, <= {TARGET:.2f}x: {verdict})"
+        )
+    covered = sum(r.covered for r in digest)
     print(f"evidence recall with digests: {covered}/{len(digest)} ({100 * covered / len(digest):.0f}%)")
     return 0 if covered == len(digest) else 1
 

@@ -91,6 +91,17 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
     raise TimeoutError(url)
 
 
+def wait_log(path: Path, text: str, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"lestrade run exited with {proc.returncode}")
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{text!r} not in {path}")
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     return subprocess.run(
         [str(binary_path("kubectl")), "--kubeconfig", str(kubeconfig), *args],
@@ -138,6 +149,9 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
     )
     try:
         wait_http(f"http://127.0.0.1:{api_port}/readyz", 300, proc)
+        # The floor is timed with litellm imported: the burst starts once the operator's model
+        # client is warm too (its import alone takes 5 s on an idle machine, 30 s on a busy one).
+        wait_log(folder / ".lestrade" / "logs" / "operator.log", "model client ready", 300, proc)
         kubeconfig = folder / ".lestrade" / "kubeconfig"
         kubectl(
             kubeconfig,
@@ -155,8 +169,9 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
         profile = os.environ.get("LESTRADE_BENCH_PROFILE")  # a py-spy to record the operator with
         spy = None
         if profile:
+            # This run's operator, a child of this `lestrade run` (other sessions may run one too).
             pid = subprocess.run(
-                ["pgrep", "-f", "-n", "python -m lestrade.operator"], capture_output=True, text=True
+                ["pgrep", "-P", str(proc.pid), "-f", "lestrade.operator"], capture_output=True, text=True
             ).stdout.split()[0]
             spy = subprocess.Popen(
                 [
@@ -189,7 +204,9 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{done}/{count} finished")
-            time.sleep(0.2)  # polling kubectl, a bench's own clock; not a test's synchronization
+            # Polling kubectl, a bench's own clock (not a test's synchronization); each poll is a
+            # kubectl process listing every run, so not so often that it takes the operator's CPU.
+            time.sleep(1.0)
         failed = phases.count("Failed")
         if spy is not None:
             spy.wait(timeout=200)

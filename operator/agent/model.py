@@ -39,6 +39,10 @@ _loaded = threading.Event()
 def _import() -> None:
     litellm = importlib.import_module("litellm")
     litellm.suppress_debug_info = True  # type: ignore[attr-defined] # no "Give Feedback" banner in the operator's logs per error
+    # The OpenAI SDK imports its resources (chat, ...) at a client's first `.chat`: in the event
+    # loop, where a burst's first calls all waited for it (seconds on a busy machine). Here, in
+    # the import's thread, instead.
+    importlib.import_module("openai.resources")
     _loaded.set()
 
 

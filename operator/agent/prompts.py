@@ -54,14 +54,13 @@ SECTION_KEYS: tuple[str, ...] = SYSTEM_SECTIONS + USER_SECTIONS
 _OFF_BY_DEFAULT = frozenset({"ai_safety"})
 
 DEFAULT_SECTIONS: dict[str, str] = {
-    "Alert Explanation": "1-2 sentences on what actually happened, in terms of the affected "
-    'resource ("pod X was OOMKilled"), not the alert\'s wording.',
+    "Alert Explanation": 'What happened to the resource, in 1-2 sentences ("pod X was OOMKilled"), '
+    "not the alert's wording.",
     "Key Findings": "What you checked and what each check showed.",
-    "Conclusions and Possible Root Causes": "The likely root cause(s) the evidence supports, "
-    "and what remains uncertain.",
-    "Next Steps": "How to fix or investigate further, with exact commands where possible.",
-    "App or Infra?": "Whether this is more likely an application or an infrastructure problem, and why.",
-    "External links": "Relevant documentation links, one short sentence each.",
+    "Conclusions and Possible Root Causes": "The root cause(s) the evidence supports; what is uncertain.",
+    "Next Steps": "How to fix or dig further, with exact commands.",
+    "App or Infra?": "An application or an infrastructure problem, and why.",
+    "External links": "Relevant documentation, one short sentence each.",
 }
 
 

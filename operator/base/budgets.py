@@ -152,6 +152,9 @@ class Ledger:
         """How long a namespace's limit (its annotation) is cached: a changed limit applies
         within seconds, without a read per model call."""
         self._limits: dict[str, tuple[float, SpendLimit | None, str | None]] = {}
+        self._reading: dict[str, asyncio.Task[tuple[SpendLimit | None, str | None]]] = {}
+        """The read of a namespace's limit under way: the runs that need it meanwhile share it (a
+        burst of 200 runs read the Namespace once per cache period, not once each)."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _path(self, namespace: str = "") -> str:
@@ -164,6 +167,21 @@ class Ledger:
         cached = self._limits.get(namespace)
         if cached and cached[0] > time.monotonic():
             return cached[1], cached[2]
+        task = self._reading.get(namespace)
+        if task is None:
+            task = self._reading[namespace] = asyncio.ensure_future(self._read_limit(namespace))
+
+            def done(finished: asyncio.Task[Any], namespace: str = namespace) -> None:
+                if self._reading.get(namespace) is finished:
+                    del self._reading[namespace]
+                if not finished.cancelled():
+                    finished.exception()  # retrieved here too: every waiter may have gone
+
+            task.add_done_callback(done)
+        # Shielded: a run that is cancelled while waiting does not cancel the others' read.
+        return await asyncio.shield(task)
+
+    async def _read_limit(self, namespace: str) -> tuple[SpendLimit | None, str | None]:
         limit, problem = self.default, None
         try:
             ns = await self.kube.get(api_path("v1", "namespaces", None, namespace))

@@ -213,7 +213,7 @@ class _Attempt:
         state = self.transcript.state if fresh else await self.transcript.load()
         scope = await self._scope()
         registry, acting_as = await self.engine.tools_for(scope if self.engine.tenancy else None)
-        registry = await self._with_mcp(registry)
+        registry = await (await self._with_mcp(registry)).offered()
         scope.identity = acting_as
         self.scope = scope
         self.writer.set(scope=scope, **({"requester": self.requester} if self.requester else {}))

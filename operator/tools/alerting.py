@@ -23,10 +23,16 @@ __all__ = ["alerting_toolset"]
 MAX_ITEMS = 100
 _TEXT = 240  # characters of one annotation or comment
 
-_INSTRUCTIONS = """\
-Alerting tools show what is firing now (prometheus_alerts, alertmanager_alerts), the rules that
-fire it (prometheus_rules: expression, state, last error) and who silenced what
-(alertmanager_silences). Start from the alerts; read a rule's expression before querying."""
+
+def _instructions(names: list[str]) -> str:
+    """What the offered alerting tools are for, naming only those offered."""
+    firing = " and ".join(n for n in ("prometheus_alerts", "alertmanager_alerts") if n in names)
+    text = f"Alerts: start from what fires ({firing})"
+    if "prometheus_rules" in names:
+        text += "; read a rule's expression (prometheus_rules) before querying"
+    if "alertmanager_silences" in names:
+        text += "; alertmanager_silences shows who silenced what"
+    return text + "."
 
 
 class _HttpJson:
@@ -280,14 +286,14 @@ def alerting_toolset(
         tools += [
             FunctionTool(
                 "prometheus_alerts",
-                "Alerts Prometheus evaluates as firing or pending, newest first, with their labels and summary.",
+                "Alerts Prometheus evaluates as firing or pending, newest first, with labels and summary.",
                 schema(None, state={"type": "string", "enum": ["firing", "pending"]}),
                 view.prometheus_alerts,
                 lambda p: f"prometheus alerts {p.opt_str('state') or ''}".rstrip(),
             ),
             FunctionTool(
                 "prometheus_rules",
-                "Alerting and recording rules: expression, state, health, last error, and the alerts each fires.",
+                "Alerting and recording rules: expression, state, health, last error, the alerts each fires.",
                 schema(
                     None,
                     type={"type": "string", "enum": ["alert", "record"]},
@@ -322,4 +328,10 @@ def alerting_toolset(
                 lambda p: "alertmanager silences",
             ),
         ]
-    return Toolset(name="alerting", tools=tools, instructions=_INSTRUCTIONS, enabled=bool(tools), read_only=True)
+    return Toolset(
+        name="alerting",
+        tools=tools,
+        instructions=_instructions([t.name for t in tools]) if tools else "",
+        enabled=bool(tools),
+        read_only=True,
+    )

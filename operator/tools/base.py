@@ -15,7 +15,7 @@ unknown". Nothing is read-only unless declared so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = ["ToolStatus", "ToolOutput", "Tool", "Toolset", "ToolRegistry", "declared_read_only"]
@@ -111,6 +111,28 @@ class ToolRegistry:
             }
             for t in self.enabled_tools()
         ]
+
+    async def offered(self) -> ToolRegistry:
+        """This registry without the tools that say they cannot work here (a tool's optional
+        `available()`; a check that fails keeps the tool: it then reports its own error)."""
+
+        async def works(tool: Tool) -> bool:
+            check = getattr(tool, "available", None)
+            if check is None:
+                return True
+            try:
+                return bool(await check())
+            except Exception:  # noqa: BLE001 — in doubt, offer it
+                return True
+
+        toolsets = []
+        for ts in self.toolsets:
+            if not ts.enabled:
+                toolsets.append(ts)
+                continue
+            keep = [t for t in ts.tools if await works(t)]
+            toolsets.append(ts if len(keep) == len(ts.tools) else replace(ts, tools=keep))
+        return ToolRegistry(toolsets=toolsets)
 
     def instructions(self) -> str:
         return "\n\n".join(ts.instructions for ts in self.toolsets if ts.enabled and ts.instructions)

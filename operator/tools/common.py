@@ -143,6 +143,9 @@ class FunctionTool:
     extra: dict[str, Any] = field(default_factory=dict)
     read_only: bool | Callable[[dict[str, Any]], bool] = False
     """Whether a call only reads (safe to run again after a restart); see `tools.base`."""
+    available: Callable[[], Awaitable[bool]] | None = None
+    """Whether the tool can work at all here (e.g. the API it reads is served); a run is not
+    offered a tool that cannot (its schema would cost tokens on every request for nothing)."""
 
     def needs_approval(self, params: dict[str, Any]) -> bool:
         try:

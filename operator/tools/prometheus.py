@@ -34,9 +34,9 @@ MAX_SERIES = 50
 MAX_POINTS = 30
 
 _INSTRUCTIONS = """\
-Prometheus tools run PromQL. Discover metric and label names with prometheus_labels or
-prometheus_series before querying; range queries return a few points per series (first..last)
-so prefer aggregations (sum by, rate, max_over_time) over raw high-cardinality series."""
+Prometheus: find metric and label names (prometheus_labels, prometheus_series) before querying;
+range queries return a few points per series, so prefer aggregations (sum by, rate,
+max_over_time). Times: now, -1h, RFC 3339 or unix seconds."""
 
 _SCOPED = """Your PromQL is confined to series whose `{label}` label is one of: {namespaces}. Every
 selector of every query gets that matcher added, so series of other namespaces and
@@ -291,24 +291,24 @@ def prometheus_toolset(
     """PromQL tools against the Prometheus-compatible API at `url` (e.g. http://prometheus:9090);
     with `scope`, every query reads only series of the scope's namespaces."""
     prom = _Prometheus(url, headers=headers, timeout=timeout, verify=verify, scope=scope)
-    when = {"type": "string", "description": "now, -1h, RFC3339 or unix"}
+    when = {"type": "string"}
     tools: list[Tool] = [
         FunctionTool(
             "prometheus_instant_query",
-            "Evaluate a PromQL query at one time (default now).",
+            "PromQL at one time (default now).",
             schema(["query"], query={"type": "string"}, time=when),
             prom.instant,
             lambda p: f"promql: {p.opt_str('query')}",
         ),
         FunctionTool(
             "prometheus_range_query",
-            "Evaluate PromQL over a time range (default last 1h); a few points per series.",
+            "PromQL over a range (default the last 1h).",
             schema(
                 ["query"],
                 query={"type": "string"},
                 start=when,
                 end=when,
-                step={"type": "string", "description": "e.g. 1m"},
+                step={"type": "string"},
             ),
             prom.range,
             lambda p: (
@@ -317,14 +317,14 @@ def prometheus_toolset(
         ),
         FunctionTool(
             "prometheus_series",
-            'List series matching a selector, e.g. up{job="api"}.',
+            "Series matching a selector.",
             schema(["match"], match={"type": "string"}, start=when),
             prom.series,
             lambda p: f"prometheus series {p.opt_str('match')}",
         ),
         FunctionTool(
             "prometheus_labels",
-            "List label names, or one label's values (e.g. label=__name__ lists metrics).",
+            "Label names, or one label's values (label=__name__: the metrics).",
             schema(None, label={"type": "string"}, match={"type": "string"}),
             prom.labels,
             lambda p: f"prometheus labels {p.opt_str('label') or ''}".rstrip(),

@@ -160,13 +160,13 @@ def runbooks_toolset(
     catalog = _Catalog(files, KubeApi(api_client) if namespaces and api_client is not None else None, namespaces)
     listing = "\n".join(f"- {r.name}: {r.title}" for r in catalog.files.values())
     instructions = (
-        "Runbooks are step-by-step guides; when one matches the problem, fetch_runbook it first and follow it."
+        "Runbooks: when one matches the problem, fetch_runbook it first and follow it."
         + (f" Available:\n{listing}" if listing else "")
-        + ("\nMore may live in ConfigMaps: call fetch_runbook without a name to list all." if namespaces else "")
+        + ("\nMore may live in ConfigMaps: fetch_runbook without a name lists all." if namespaces else "")
     )
     tool = FunctionTool(
         "fetch_runbook",
-        "Fetch a troubleshooting runbook by name; omit name to list runbooks.",
+        "A troubleshooting runbook by name; no name lists them.",
         schema(None, name={"type": "string"}),
         catalog.fetch,
         lambda p: f"fetch runbook {p.opt_str('name') or '(list)'}",

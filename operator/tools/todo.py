@@ -67,7 +67,7 @@ def todo_toolset(state: TodoState | None = None) -> Toolset:
 
     tool = FunctionTool(
         "TodoWrite",
-        "Replace the investigation task list; returns the current plan.",
+        "Replace the task list; returns the plan.",
         {
             "type": "object",
             "properties": {
@@ -92,6 +92,5 @@ def todo_toolset(state: TodoState | None = None) -> Toolset:
     return Toolset(
         name="todo",
         tools=[tool],
-        instructions="For multi-step investigations, keep a plan with TodoWrite and update statuses as you go.",
         read_only=True,  # the plan lives in the run's memory only: writing it again is harmless
     )

@@ -334,6 +334,18 @@ async def test_top_without_metrics_api_says_so(kube) -> None:
         assert "metrics API not available" in (out.error or "")
 
 
+async def test_a_run_is_not_offered_top_tools_the_cluster_cannot_serve(api_client) -> None:
+    """No metrics.k8s.io here: the registry a run is offered leaves kubectl_top_* out (their
+    schemas would cost tokens on every request for tools that can only fail), keeps the rest."""
+    from lestrade.operator.tools import default_registry
+
+    registry = default_registry(api_client)
+    offered = {t.name for t in (await registry.offered()).enabled_tools()}
+    everything = {t.name for t in registry.enabled_tools()}
+    assert everything - offered == {"kubectl_top_pods", "kubectl_top_nodes"}
+    assert {"kubectl_describe", "kubectl_logs", "bash", "TodoWrite"} <= offered
+
+
 async def test_tools_use_the_credentials_they_are_given(cluster, namespace) -> None:
     """Built from a ServiceAccount's client, the tools see only what its RBAC allows."""
     from kubernetes import config as k8s_config

@@ -48,8 +48,30 @@ def test_default_registry_tools_and_schema_budget() -> None:
     assert all(isinstance(t, Tool) for t in registry.enabled_tools())
     encoding = tiktoken.get_encoding("cl100k_base")
     tokens = len(encoding.encode(json.dumps(registry.schemas())))
-    assert tokens <= 2500, tokens
-    assert len(encoding.encode(registry.instructions())) <= 600
+    assert tokens <= 2050, tokens  # sent with every request: #23 cut it from 2,438
+    assert len(encoding.encode(registry.instructions())) <= 500
+
+
+def test_instructions_name_only_tools_the_run_is_offered() -> None:
+    """The prompt's tool instructions never send the model to a tool it does not have (they
+    named alertmanager_alerts to runs without an Alertmanager)."""
+    import re
+
+    tool_name = re.compile(
+        r"\b(?:kubectl|prometheus|alertmanager)_[a-z_]+\b|\b(?:fetch_runbook|search_findings|what_changed|TodoWrite)\b"
+    )
+    for kwargs in (
+        {},
+        {"prometheus_url": "http://127.0.0.1:9"},
+        {"alertmanager_url": "http://127.0.0.1:9"},
+        {"prometheus_url": "http://127.0.0.1:9", "alertmanager_url": "http://127.0.0.1:9"},
+    ):
+        registry = default_registry(_offline_client(), **kwargs)
+        names = {t.name for t in registry.enabled_tools()}
+        named = set(tool_name.findall(registry.instructions()))
+        assert named <= names, (kwargs, named - names)
+        if "alertmanager_url" in kwargs:
+            assert {"alertmanager_alerts", "alertmanager_silences"} <= named
 
 
 def test_optional_toolsets() -> None:

@@ -49,14 +49,12 @@ _PASS_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 _INSTRUCTIONS = """\
-The bash tool runs one command line without a shell: pipes (|), &&, || and ; work; variables,
-$(...), loops and here-docs do not. Read-only commands run at once: kubectl get/describe/logs/
-top/events/explain, and grep, head, tail, sort, uniq, wc, cut, tr, awk, jq, cat as filters of
-piped output (not on files). Spell long options in full: each program has a list of options
-that run unattended, and an abbreviated or unlisted option waits for a human's approval, like
-anything else off the list. kubectl's -o json, yaml, jsonpath=, jsonpath-as-json= and
-custom-columns= work (credential values come out as [REDACTED]); Go templates do not: use
-jsonpath or jq. Prefer the kubectl_* tools; use bash for filtering large output."""
+bash: prefer the kubectl_* tools; use bash to filter large output. No shell: |, &&, || and ;
+work, variables, $(...) and loops do not. Run at once: kubectl get/describe/logs/top/events/
+explain, and grep, head, tail, sort, uniq, wc, cut, tr, awk, jq, cat on piped output. Spell
+options in full: an abbreviated or unlisted option, like any other command, waits for approval.
+kubectl -o json|yaml|jsonpath=|jsonpath-as-json=|custom-columns= work (credentials [REDACTED]);
+Go templates do not."""
 
 
 def default_bash_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -220,6 +220,11 @@ class KubeApi:
 
         return await asyncio.get_running_loop().run_in_executor(_POOL, load)
 
+    async def serves_group(self, group: str) -> bool:
+        """Whether the last discovery (loaded if none; no forced refresh) lists API `group`."""
+        await self._ensure_discovery()
+        return group in self._discovery.groups
+
     async def has_group(self, group: str) -> bool:
         await self._ensure_discovery()
         if group in self._discovery.groups:

@@ -39,15 +39,17 @@ _MAX_TAIL = 5000
 _MAX_GREP = 200
 
 _INSTRUCTIONS = """\
-Kubernetes tools are read-only. Start with kubectl_describe or kubectl_events on the failing
-object; describe shows container state, last termination (e.g. OOMKilled, exit code 137),
-restart counts and events. Use kubectl_previous_logs for the crash that caused a restart.
-Kinds accept kubectl names (po, deploy, svc, CRD plurals). Secret values are never shown.
-what_changed lists the namespace's recent rollouts (with the pod template diff), scaling,
-modified ConfigMaps/Services/policies and node restarts: ask it early, incidents follow changes."""
+Kubernetes tools only read; kinds are kubectl names (po, deploy, svc, CRD plurals); Secret
+values are never shown. Start with kubectl_describe (container state, last termination such as
+OOMKilled or an exit code, restarts, events) or kubectl_events; kubectl_previous_logs shows the
+crash behind a restart. The logs tools read the crashed or restarting containers (else all;
+container= picks one), the last {digest_tail} lines as a digest: repeats counted with first/last
+times, errors and the last lines verbatim. raw=true gives the lines themselves (last {raw_tail}),
+grep= only lines containing it (any case), since= e.g. 15m. Incidents follow changes: ask
+what_changed early."""
 
 S = {"type": "string"}
-KIND = {"type": "string", "description": "e.g. pod, deployment, node"}
+KIND = {"type": "string"}
 NS = {"type": "string"}
 
 
@@ -305,6 +307,10 @@ class _KubeTools:
     async def _metrics_available(self) -> bool:
         return await self.api.has_group("metrics.k8s.io")
 
+    async def metrics_served(self) -> bool:
+        """Whether kubectl_top_* can work (cheap: the shared discovery, no forced refresh)."""
+        return await self.api.serves_group("metrics.k8s.io")
+
     async def top_pods(self, p: Params) -> ToolOutput | str:
         namespace = p.name("namespace", required=False)
         if not await self._metrics_available():
@@ -397,17 +403,11 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         ["pod_name", "namespace"],
         pod_name=S,
         namespace=NS,
-        container={"type": "string", "description": "default: the crashed or restarting containers, else all"},
-        tail={
-            "type": "integer",
-            "description": f"lines to read, default {_DEFAULT_DIGEST_TAIL} ({_DEFAULT_TAIL} with raw)",
-        },
-        since={"type": "string", "description": "e.g. 15m, 2h"},
-        grep={"type": "string", "description": "only lines containing this text (case-insensitive)"},
-        raw={
-            "type": "boolean",
-            "description": "the lines as they are, not a digest (repeats counted, errors and the last lines kept)",
-        },
+        container=S,
+        tail={"type": "integer"},
+        since=S,
+        grep=S,
+        raw={"type": "boolean"},
     )
 
     def logs_line(prev: bool) -> Any:
@@ -419,14 +419,14 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
     tools: list[Tool] = [
         FunctionTool(
             "kubectl_describe",
-            "Describe a resource with its events (kubectl describe).",
+            "kubectl describe, with events.",
             schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
             k.describe,
             lambda p: f"kubectl describe {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)}",
         ),
         FunctionTool(
             "kubectl_get_by_name",
-            "Get one resource as a wide table row with labels.",
+            "One resource as a wide table row with labels.",
             schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
             k.get_by_name,
             lambda p: f"kubectl get {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)} -o wide --show-labels",
@@ -447,9 +447,8 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         ),
         FunctionTool(
             "kubectl_find_resource",
-            "Find resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains a "
-            "keyword (case-insensitive): a name, namespace, label, or a column value such as a status "
-            "(CrashLoopBackOff, Pending, ImagePullBackOff), an image or a node.",
+            "Resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains the "
+            "keyword (any case): a name, label, status (CrashLoopBackOff, Pending), image or node.",
             schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}),
             k.find,
             lambda p: (
@@ -458,14 +457,14 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         ),
         FunctionTool(
             "kubectl_get_yaml",
-            "Get a resource's full YAML (credentials masked).",
+            "A resource's full YAML (credentials masked).",
             schema(["kind", "name"], kind=KIND, name=S, namespace=NS),
             k.get_yaml,
             lambda p: f"kubectl get {p.opt_str('kind')} {p.opt_str('name')}{_ns_flag(p)} -o yaml",
         ),
         FunctionTool(
             "kubectl_events",
-            "Events sorted by time, for one object (kind+name) or a namespace; all namespaces if omitted.",
+            "Events by time, of one object (kind+name), a namespace, or all namespaces.",
             schema(None, namespace=NS, kind=S, name=S),
             k.events,
             lambda p: (
@@ -495,6 +494,7 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             schema(None, namespace=NS),
             k.top_pods,
             lambda p: f"kubectl top pods{_ns_flag(p) or ' -A'}",
+            available=k.metrics_served,
         ),
         FunctionTool(
             "kubectl_top_nodes",
@@ -502,20 +502,18 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             schema(None),
             k.top_nodes,
             lambda p: "kubectl top nodes",
+            available=k.metrics_served,
         ),
         FunctionTool(
             "what_changed",
-            "What changed in a namespace (or for one workload) in the last N minutes, newest first: rollouts "
-            "with their pod template diff (images, env names, resources, probes, volumes), scaling, modified "
-            "ConfigMaps/Services/Ingresses/NetworkPolicies/HPAs/PDBs/RBAC (who, when, which keys), node restarts.",
+            "Changes in a namespace (or for one workload), newest first: rollouts with their pod template "
+            "diff, scaling, edited ConfigMaps/Services/Ingresses/NetworkPolicies/HPAs/PDBs/RBAC (who, when, "
+            "which keys), node restarts.",
             schema(
                 ["namespace"],
                 namespace=NS,
-                minutes={"type": "integer", "description": "look back this far, default 60"},
-                workload={
-                    "type": "string",
-                    "description": "only what bears on deployment/NAME, statefulset/NAME or daemonset/NAME",
-                },
+                minutes={"type": "integer", "description": "default 60"},
+                workload={"type": "string", "description": "deployment/NAME, statefulset/NAME or daemonset/NAME"},
             ),
             changes.run,
             lambda p: (
@@ -524,4 +522,5 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
             ),
         ),
     ]
-    return Toolset(name="kubernetes", tools=tools, instructions=_INSTRUCTIONS, read_only=True)
+    instructions = _INSTRUCTIONS.format(digest_tail=_DEFAULT_DIGEST_TAIL, raw_tail=_DEFAULT_TAIL)
+    return Toolset(name="kubernetes", tools=tools, instructions=instructions, read_only=True)

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from lestrade.config import api_bind
 from lestrade.localcluster import BuildError, LocalCluster, StartupError, binary_path
@@ -97,7 +98,8 @@ def _accepts_an_investigation(kubeconfig: Path, *, stamped: bool) -> bool:
         created = k8s_client.CustomObjectsApi(api).create_namespaced_custom_object(
             "lestrade.dev", "v1alpha1", "default", "investigations", body, dry_run="All"
         )
-    return not stamped or REQUESTED_BY_ANNOTATION in (created.get("metadata", {}).get("annotations") or {})
+    metadata: dict[str, Any] = (created if isinstance(created, dict) else {}).get("metadata") or {}
+    return not stamped or REQUESTED_BY_ANNOTATION in (metadata.get("annotations") or {})
 
 
 def run(state_dir: Path = STATE_DIR) -> int:

@@ -112,6 +112,9 @@ def world(api_client: k8s.ApiClient, namespace: str, widget_kind: tuple[str, str
             },
         )
     core = k8s.CoreV1Api(api_client)
+    core.create_namespaced_secret(
+        namespace, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="gadget-db"), string_data={"password": PLANTED})
+    )
     core.create_namespaced_event(
         namespace,
         k8s.CoreV1Event(
@@ -143,6 +146,8 @@ COMMANDS = [
     "kubectl get PLURAL -n NS -o wide | rev",
     "kubectl get PLURAL,events -n NS -o wide",
     "kubectl get events -n NS",
+    "kubectl get secrets -n NS -o wide --show-labels",  # kubectl lists them as JSON first: never printed
+    "kubectl get secret,PLURAL -n NS | rev",
 ]
 
 

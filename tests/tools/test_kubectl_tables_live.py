@@ -188,3 +188,25 @@ async def test_the_kubectl_tools_tables_are_masked_the_same_way(
     for out in outs:
         assert "gadget" in out.text() and "info-level" in out.text(), out.text()
         assert not _leaks(out.text()), out.text()
+
+
+async def test_all_namespaces_is_one_masked_list(bash: Any, world: dict[str, str], api_client: k8s.ApiClient) -> None:
+    custom = k8s.CustomObjectsApi(api_client)
+    body = {
+        "apiVersion": f"{world['group']}/v1",
+        "kind": world["plural"].replace("widgets", "Widget"),
+        "metadata": {"name": f"elsewhere-{world['ns'][-6:]}"},
+        "spec": {"password": PLANTED, "level": "warn-level"},
+    }
+    custom.create_namespaced_custom_object(world["group"], "v1", "default", world["plural"], body)
+    try:
+        out = await bash.run({"command": f"kubectl get {world['plural']} -A -o wide"})
+        lines = out.text().splitlines()
+        assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "LEVEL"], out.text()
+        pairs = {tuple(line.split()[:2]) for line in lines[1:]}
+        assert {(world["ns"], "gadget"), ("default", body["metadata"]["name"])} <= pairs, out.text()
+        assert "warn-level" in out.text() and not _leaks(out.text()), out.text()
+    finally:
+        custom.delete_namespaced_custom_object(
+            world["group"], "v1", "default", world["plural"], body["metadata"]["name"]
+        )

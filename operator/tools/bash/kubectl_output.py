@@ -19,6 +19,7 @@ other verbs' text (`describe`, `logs`, `events`, `top`) are guarded by the text 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -382,11 +383,11 @@ def _tabulate(lines: list[list[str]]) -> str:
 
 
 async def _rows_for(
-    api: KubeApi, res: ApiResource, namespace: str | None, objs: list[dict[str, Any]]
+    api: KubeApi, res: ApiResource, namespace: str | None, objs: list[dict[str, Any]], *, listing: bool = False
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """(column definitions, uid → masked row) of these objects, from the server's Table."""
     tables: list[dict[str, Any]] = []
-    if len(objs) <= _INLINE_FETCH:
+    if not listing and len(objs) <= _INLINE_FETCH:
         for obj in objs:
             try:
                 tables.append(await api.table(res, namespace, obj["metadata"].get("name")))
@@ -437,6 +438,10 @@ async def render_table_output(plan: OutputPlan, text: str, api: KubeApi | None) 
                 by_ns.setdefault(obj["metadata"].get("namespace") or "", []).append(obj)
             columns: list[dict[str, Any]] = []
             rows: dict[str, dict[str, Any]] = {}
+            if res.namespaced and len(by_ns) > 1:  # `-A`: one list, not one per namespace
+                with contextlib.suppress(KubeError):  # a scoped identity may not list everywhere
+                    columns, rows = await _rows_for(api, res, None, members, listing=True)
+                    by_ns = {}
             for ns, in_ns in by_ns.items():
                 found_columns, found = await _rows_for(api, res, ns or None, in_ns)
                 columns = columns or found_columns

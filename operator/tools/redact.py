@@ -206,12 +206,12 @@ _MESSAGE_VALUE = re.compile(
 
 def _safe_value(value: str) -> bool:
     v = value.strip().strip("\"'").lower()
-    return (
-        v in _SAFE_VALUES
-        or v.startswith("<set to ")
-        or v.startswith("[redacted")
-        or _SIZE_PLACEHOLDER.fullmatch(v) is not None
-    )
+    if v in _SAFE_VALUES:
+        return True
+    first = v[:1]  # called once per candidate pair: the regex only where it can match
+    if first == "<":
+        return v.startswith("<set to ") or _SIZE_PLACEHOLDER.fullmatch(v) is not None
+    return first == "[" and v.startswith("[redacted")
 
 
 # --- blocks and tokens ----------------------------------------------------------------------
@@ -346,11 +346,26 @@ def _continuation_end(text: str, line_end: int, column: int) -> int:
     return pos
 
 
-def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str]) -> int:
+class _LineEnds:
+    """The end of the line holding a position, for positions met in increasing order: one
+    search per line, not one per key on it (a 1 MB line of `password: x,` was quadratic)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.start = 0
+        self.end = -1
+
+    def __call__(self, pos: int) -> int:
+        if not self.start <= pos <= self.end:
+            nl = self.text.find("\n", pos)
+            self.start, self.end = pos, len(self.text) if nl < 0 else nl
+        return self.end
+
+
+def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str], line_ends: _LineEnds) -> int:
     """Where an unquoted credential value ends: after `:` (YAML, describe) at the end of its
     line and of the lines folded below it; after `=` at the next `key=` or the line's end."""
-    nl = text.find("\n", value.end())
-    line_end = len(text) if nl < 0 else nl
+    line_end = line_ends(value.end())
     if m.group("sep").strip() == ":":
         # a key that starts a line, an item or a word (`  password: x`, `- token: x`); not one
         # inside a colon path (`system:serviceaccount:ns-credentials:name`): that one's value
@@ -368,6 +383,7 @@ def _unquoted_end(text: str, m: re.Match[str], value: re.Match[str]) -> int:
 def _mask_key_values(text: str) -> str:
     out: list[str] = []
     pos = 0
+    line_ends = _LineEnds(text)
     while True:
         m = _KEY_SEP.search(text, pos)
         if m is None:
@@ -402,12 +418,11 @@ def _mask_key_values(text: str) -> str:
             pos = value.end()
             if not value.group().endswith(quote) or len(value.group()) == 1:
                 # an unclosed quote: the string goes on, folded, on the lines below
-                nl = text.find("\n", pos)
                 column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
-                pos = _continuation_end(text, len(text) if nl < 0 else nl, column)
+                pos = _continuation_end(text, line_ends(pos), column)
             continue
         out.append(f"{head}{REDACTED}")
-        pos = _unquoted_end(text, m, value)
+        pos = _unquoted_end(text, m, value, line_ends)
 
 
 # `kubectl describe configmap`: each key as `KEY:`, a `----` line, then the value on the lines
@@ -590,20 +605,22 @@ def _mask_secret_yaml(text: str) -> str:
         out.append(text[pos : m.end()] if not m.group("flow") else text[pos : m.start("flow")] + "{" + REDACTED + "}")
         pos = m.end()
         indent = len(m.group("indent"))
-        while pos < len(text) and text[pos] == "\n":
-            nl = text.find("\n", pos + 1)
-            end = len(text) if nl < 0 else nl
+        size, find, indent_of, entry_of, append = len(text), text.find, _INDENT.match, _YAML_ENTRY.fullmatch, out.append
+        while pos < size and text[pos] == "\n":
+            nl = find("\n", pos + 1)
+            end = size if nl < 0 else nl
             line = text[pos + 1 : end]
-            if line.strip() and _INDENT.match(line).end() <= indent:  # type: ignore[union-attr]
+            blank = not line.strip()
+            if not blank and indent_of(line).end() <= indent:  # type: ignore[union-attr]
                 break
-            entry = _YAML_ENTRY.fullmatch(line)
+            entry = entry_of(line)
             value = entry.group("val").strip() if entry else ""
-            if entry and value and not value.startswith(("|", ">")) and not _safe_value(value):
-                out.append("\n" + entry.group("head") + REDACTED)
-            elif entry or not line.strip():
-                out.append("\n" + line)
+            if entry and value and value[0] not in "|>" and not _safe_value(value):
+                append("\n" + entry.group("head") + REDACTED)
+            elif entry or blank:
+                append("\n" + line)
             else:
-                out.append("\n" + _INDENT.match(line).group() + REDACTED)  # type: ignore[union-attr] # a block scalar's content
+                append("\n" + indent_of(line).group() + REDACTED)  # type: ignore[union-attr] # a block scalar's content
             pos = end
     out.append(text[pos:])
     return "".join(out)

@@ -70,7 +70,7 @@ def default_registry(
         toolsets.append(prometheus_toolset(prometheus_url, scope=metrics_scope))
     if prometheus_url or alertmanager_url:
         toolsets.append(alerting_toolset(prometheus_url, alertmanager_url, scope=metrics_scope))
-    bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir)
+    bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir, api_client=api_client)
     bash.enabled = enable_bash
     toolsets.append(bash)
     toolsets.append(

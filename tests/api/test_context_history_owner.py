@@ -96,3 +96,65 @@ def test_another_user_cannot_rewrite_a_conversations_history(
             json={"replacement": [{"role": "user", "parts": _text("summary")}]},
         )
         assert again.status_code == 200, again.text
+
+
+def test_a_caller_without_rights_to_change_a_conversation_writes_nothing(
+    stack: Any, scenario_name: str, api_client: k8s.ApiClient, namespace: str, crds: None, cluster: Any
+) -> None:
+    """Every context-store write is asked of the cluster as the caller before the API stores a
+    record: a caller who may read Conversations but not patch them gets 403 from RBAC, and no
+    transcript chunk, annotation or setting changes (the chunks are compared whole)."""
+    install_requester_policies(api_client, namespace)
+    grant_kinds(
+        api_client,
+        namespace,
+        "alice",
+        [("investigations", ["create", "get"]), ("conversations", ["create", "get", "patch"])],
+    )
+    grant_kinds(api_client, namespace, "reader", [("investigations", ["create", "get"]), ("conversations", ["get"])])
+    alice, reader = ({"Authorization": f"Bearer {cluster.token_for(namespace, who)}"} for who in ("alice", "reader"))
+    core = k8s.CoreV1Api(api_client)
+
+    def stored() -> tuple[Any, ...]:
+        maps = core.list_namespaced_config_map(namespace).items
+        conv = get_conv(api_client, namespace, "alices-notes")
+        return (
+            sorted((m.metadata.name, m.metadata.resource_version, sorted((m.data or {}).items())) for m in maps),
+            conv["metadata"]["resourceVersion"],
+        )
+
+    s = stack(scenario_name, auth=True, operator=False)
+    with s.client() as http:
+        for headers in (alice, reader):
+            wait_until("RBAC to allow", lambda h=headers: http.get("/api/model", headers=h).status_code == 200, 30)
+        assert http.put("/v1/contexts/alices-notes", headers=alice, json={"metadata": {"o": "a"}}).status_code == 200
+        first = http.post(
+            "/v1/contexts/alices-notes/messages",
+            headers=alice,
+            json={"message": {"role": "user", "parts": _text("hi")}},
+        )
+        assert first.status_code == 200, first.text
+        assert http.get("/v1/contexts/alices-notes", headers=reader).status_code == 200  # reading is allowed
+        before = stored()
+        attempts = {
+            "append": lambda: http.post(
+                "/v1/contexts/alices-notes/messages",
+                headers=reader,
+                json={"message": {"role": "system", "parts": _text(PLANTED)}},
+            ),
+            "compact": lambda: http.post(
+                "/v1/contexts/alices-notes/compact",
+                headers=reader,
+                json={"replacement": [{"role": "system", "parts": _text(PLANTED)}]},
+            ),
+            "metadata": lambda: http.patch(
+                "/v1/contexts/alices-notes/metadata", headers=reader, json={"metadata": {"o": PLANTED}}
+            ),
+            "tombstone": lambda: http.delete("/v1/contexts/alices-notes", headers=reader),
+        }
+        for what, attempt in attempts.items():
+            answer = attempt()
+            assert answer.status_code == 403, (what, answer.status_code, answer.text)
+        assert stored() == before
+        tail = http.get("/v1/contexts/alices-notes/tail", headers=alice).json()["messages"]
+        assert [m["parts"][0]["text"] for m in tail] == ["hi"]

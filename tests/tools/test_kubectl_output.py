@@ -140,10 +140,27 @@ def test_formats_kubectl_would_render_itself_are_refused(command: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("command", "argv", "wide", "everywhere", "labels"),
+    [
+        ("kubectl get pods", ["get", "pods"], False, False, ()),
+        ("kubectl get pods -o wide --show-labels", ["get", "pods"], True, False, ()),
+        ("kubectl get po -Ao wide -L app,tier --no-headers", ["get", "po", "-A"], True, True, ("app", "tier")),
+        ("kubectl get po --all-namespaces -Lapp --show-kind", ["get", "po", "--all-namespaces"], False, True, ("app",)),
+    ],
+)
+def test_tables_are_listed_as_json_and_printed_here(
+    command: str, argv: list[str], wide: bool, everywhere: bool, labels: tuple[str, ...]
+) -> None:
+    plan = output_plan(command.split())
+    assert plan is not None and plan.format == "table" and plan.table is not None
+    assert plan.argv == ["kubectl", *argv, "-o", "json"]
+    assert (plan.table.wide, plan.table.all_namespaces, plan.table.label_columns) == (wide, everywhere, labels)
+    assert plan.headers == ("--no-headers" not in command)
+
+
+@pytest.mark.parametrize(
     "command",
     [
-        "kubectl get pods",
-        "kubectl get pods -o wide",
         "kubectl get pods -o name",
         "kubectl logs web",
         "kubectl explain pods --output=plaintext-openapiv2",

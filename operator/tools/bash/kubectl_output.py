@@ -10,12 +10,16 @@ masked whole, Secrets reduced to key sizes), and only then rendered here in the 
 format (`bash.jsonpath`). Go templates are refused (a second template engine is not worth
 re-implementing; jsonpath and jq cover the same ground), and so is every format that reads a
 file (`*-file`, `templatefile`). `kubectl get --raw` output is masked the same way when it is
-JSON. Tables (`-o wide`, the default) and `-o name` are printed by kubectl and guarded by the
-text rules like any other text.
+JSON. `kubectl get`'s tables (the default, `-o wide`) are never kubectl's own either: a printer
+column can show any field (a CRD's `additionalPrinterColumns` a password or an env value), so
+kubectl lists the objects as JSON and each row is the server's Table row for that object with
+its cells masked structurally (`render_table_output`, `sanitize.mask_table`). `-o name` and
+other verbs' text (`describe`, `logs`, `events`, `top`) are guarded by the text rules.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +32,20 @@ from lestrade.operator.tools.bash.jsonpath import (
     render_custom_columns,
     render_jsonpath,
 )
+from lestrade.operator.tools.kubernetes.api import ApiResource, KubeApi, KubeError
 from lestrade.operator.tools.kubernetes.sanitize import clean_object
 from lestrade.operator.tools.redact import REDACTED, redact_object
 
-__all__ = ["OutputPlan", "KubectlOutputRefused", "output_plan", "format_refusal", "render_output", "TABLE_FORMATS"]
+__all__ = [
+    "OutputPlan",
+    "TableOptions",
+    "KubectlOutputRefused",
+    "output_plan",
+    "format_refusal",
+    "render_output",
+    "render_table_output",
+    "TABLE_FORMATS",
+]
 
 TABLE_FORMATS = frozenset({"", "name", "wide"})
 _RENDERED = ("json", "yaml", "kyaml", "jsonpath", "jsonpath-as-json", "custom-columns")
@@ -82,11 +96,23 @@ class KubectlOutputRefused(Exception):
 
 
 @dataclass(frozen=True)
+class TableOptions:
+    """How `kubectl get` would have printed its table (the flags taken off its command line)."""
+
+    wide: bool = False
+    all_namespaces: bool = False
+    show_labels: bool = False
+    show_kind: bool = False
+    label_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OutputPlan:
     argv: list[str]  # the kubectl command, from `kubectl` on, asking for `-o json`
-    format: str  # one of _RENDERED, or "raw" (`get --raw`: JSON when it parses)
+    format: str  # one of _RENDERED, "table" (`kubectl get`'s table) or "raw" (`get --raw`: JSON when it parses)
     template: str = ""
     headers: bool = True
+    table: TableOptions | None = None
 
 
 def format_refusal(fmt: str, template_flag: bool = False) -> str | None:
@@ -196,13 +222,73 @@ def output_plan(argv: list[str]) -> OutputPlan | None:
     if name in TABLE_FORMATS:
         if any(t == "--raw" or t.startswith("--raw=") for t in kept):
             return OutputPlan(argv=[argv[0], *kept], format="raw")
-        return None
+        if name == "name" or words[:1] != ["get"]:
+            return None
+        return _table_plan(argv[0], kept, wide=name == "wide")
     if name in ("jsonpath", "jsonpath-as-json") and not value:
         value = template or ""
     if name in ("jsonpath", "jsonpath-as-json", "custom-columns") and not value:
         raise KubectlOutputRefused(f"`-o {name}` needs a template")
     headers = "--no-headers" not in kept and "--no-headers=true" not in kept
     return OutputPlan(argv=[argv[0], *kept, "-o", "json"], format=name, template=value, headers=headers)
+
+
+_TABLE_SWITCHES = ("--show-labels", "--show-kind", "--no-headers", "--server-print")
+
+
+def _all_namespaces(token: str) -> bool:
+    if token == "--all-namespaces" or token.startswith("--all-namespaces="):
+        return token.partition("=")[2].lower() in ("", "true")
+    if token.startswith("-") and not token.startswith("--"):
+        for letter in token[1:]:
+            if letter == "A":
+                return True
+            if letter not in BOOL_LETTERS:
+                return False
+    return False
+
+
+def _table_plan(kubectl: str, kept: list[str], *, wide: bool) -> OutputPlan:
+    """`kubectl get`'s table, printed here: kubectl is asked for `-o json` (it resolves the
+    kinds, names, selectors and namespaces as usual), then each object's row is fetched from
+    the server's Table with its cells masked structurally (`render_table_output`)."""
+    args: list[str] = []
+    switches: dict[str, bool] = {}
+    labels: list[str] = []
+    i = 0
+    while i < len(kept):
+        token = kept[i]
+        i += 1
+        if token == "--":
+            args += kept[i - 1 :]
+            break
+        name, eq, value = token.partition("=")
+        if name in _TABLE_SWITCHES:
+            switches[name] = value.lower() in ("", "true") if eq else True
+            continue
+        if name == "--label-columns" or token.startswith("-L"):
+            if name == "--label-columns":
+                column = value if eq else (kept[i] if i < len(kept) else "")
+                i += 0 if eq else 1
+            else:
+                column = token[2:].removeprefix("=") or (kept[i] if i < len(kept) else "")
+                i += 0 if token[2:] else 1
+            labels += [c.strip() for c in column.split(",") if c.strip()]
+            continue
+        args.append(token)
+    options = TableOptions(
+        wide=wide,
+        all_namespaces=any(_all_namespaces(t) for t in args),
+        show_labels=switches.get("--show-labels", False),
+        show_kind=switches.get("--show-kind", False),
+        label_columns=tuple(labels),
+    )
+    return OutputPlan(
+        argv=[kubectl, *args, "-o", "json"],
+        format="table",
+        headers=not switches.get("--no-headers", False),
+        table=options,
+    )
 
 
 def _documents(text: str) -> list[Any]:
@@ -256,3 +342,142 @@ def render_output(plan: OutputPlan, text: str) -> str:
         return "".join(render_custom_columns(plan.template, doc, headers=plan.headers) for doc in docs)
     except JsonPathError as exc:
         return f"error: {exc} ({REDACTED} values are masked before rendering)\n"
+
+
+# --- tables ---------------------------------------------------------------------------------------
+
+_INLINE_FETCH = 5
+"""Objects of one kind and namespace fetched one by one up to this many; more, one list."""
+
+
+def _objects(docs: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            out += _objects(doc["items"])
+        elif isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) and doc.get("kind"):
+            out.append(doc)
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "<none>"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False)
+    return str(value).replace("\r", " ").replace("\n", " ")
+
+
+def _tabulate(lines: list[list[str]]) -> str:
+    """kubectl's tabwriter: each column as wide as its widest cell plus three blanks."""
+    if not lines:
+        return ""
+    columns = max(len(line) for line in lines)
+    widths = [max((len(line[i]) for line in lines if i < len(line)), default=0) for i in range(columns)]
+    return "".join(
+        "".join(cell.ljust(widths[i] + 3) if i < len(line) - 1 else cell for i, cell in enumerate(line)).rstrip() + "\n"
+        for line in lines
+    )
+
+
+async def _rows_for(
+    api: KubeApi, res: ApiResource, namespace: str | None, objs: list[dict[str, Any]], *, listing: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(column definitions, uid → masked row) of these objects, from the server's Table."""
+    tables: list[dict[str, Any]] = []
+    if not listing and len(objs) <= _INLINE_FETCH:
+        for obj in objs:
+            try:
+                tables.append(await api.table(res, namespace, obj["metadata"].get("name")))
+            except KubeError:
+                continue  # deleted since kubectl listed it
+    else:
+        tables.append(await api.table(res, namespace))
+    columns = next((t.get("columnDefinitions") for t in tables if t.get("columnDefinitions")), None) or []
+    rows = {}
+    for t in tables:
+        for row in t.get("rows") or []:
+            uid = ((row.get("object") or {}).get("metadata") or {}).get("uid")
+            if uid:
+                rows[uid] = row
+    return columns, rows
+
+
+async def render_table_output(plan: OutputPlan, text: str, api: KubeApi | None) -> str:
+    """`kubectl get`'s table from the objects kubectl listed (`-o json`): each row is the
+    server's own Table row for that object (built-in printers, a CRD's printer columns, `-o
+    wide`'s extra ones), its cells masked by `mask_table` (`KubeApi.table`) before they are
+    printed here the way kubectl prints them. Never kubectl's own table."""
+    options = plan.table or TableOptions()
+    if not text.strip():
+        return ""  # kubectl failed: its error is on stderr
+    try:
+        objs = _objects(_documents(text))
+    except ValueError:
+        return "[kubectl printed output that is not JSON; withheld because it could not be masked]\n"
+    if not objs:
+        return "No resources found.\n"
+    if api is None:
+        return "[kubectl's table is withheld: the bash tool has no identity to read the masked table with]\n"
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for obj in objs:
+        groups.setdefault((str(obj.get("apiVersion") or ""), str(obj["kind"])), []).append(obj)
+    show_kind = options.show_kind or len(groups) > 1
+    sections: list[str] = []
+    missing = 0
+    for (api_version, kind), members in groups.items():
+        try:
+            res = await api.resource_of(api_version, kind)
+            if res is None:
+                sections.append(f"error: the server has no resource for {kind} ({api_version})\n")
+                continue
+            by_ns: dict[str, list[dict[str, Any]]] = {}
+            for obj in members:
+                by_ns.setdefault(obj["metadata"].get("namespace") or "", []).append(obj)
+            columns: list[dict[str, Any]] = []
+            rows: dict[str, dict[str, Any]] = {}
+            if res.namespaced and len(by_ns) > 1:  # `-A`: one list, not one per namespace
+                with contextlib.suppress(KubeError):  # a scoped identity may not list everywhere
+                    columns, rows = await _rows_for(api, res, None, members, listing=True)
+                    by_ns = {}
+            for ns, in_ns in by_ns.items():
+                found_columns, found = await _rows_for(api, res, ns or None, in_ns)
+                columns = columns or found_columns
+                rows.update(found)
+        except KubeError as exc:
+            sections.append(f"error: {exc}\n")
+            continue
+        keep = [i for i, c in enumerate(columns) if options.wide or int(c.get("priority", 0) or 0) == 0]
+        name_at = next((n for n, i in enumerate(keep) if columns[i].get("format") == "name"), None)
+        prefix = kind.lower() + (f".{res.group}" if res.group else "") + "/"
+        header = [str(columns[i].get("name", "")).upper() for i in keep]
+        if options.all_namespaces and res.namespaced:
+            header.insert(0, "NAMESPACE")
+        header += [c.rsplit("/", 1)[-1].upper() for c in options.label_columns]
+        if options.show_labels:
+            header.append("LABELS")
+        lines = [header] if plan.headers else []
+        for obj in members:
+            row = rows.get(obj["metadata"].get("uid") or "")
+            if row is None:
+                missing += 1
+                continue
+            cells = row.get("cells") or []
+            meta = (row.get("object") or {}).get("metadata") or {}
+            line = [_cell(cells[i]) if i < len(cells) else "" for i in keep]
+            if show_kind and name_at is not None:
+                line[name_at] = prefix + line[name_at]
+            if options.all_namespaces and res.namespaced:
+                line.insert(0, str(meta.get("namespace") or ""))
+            labels = meta.get("labels") or {}
+            line += [str(labels.get(c, "")) for c in options.label_columns]
+            if options.show_labels:
+                line.append(",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>")
+            lines.append(line)
+        sections.append(_tabulate(lines))
+    out = "\n".join(s for s in sections if s)
+    if missing:
+        out += f"[{missing} object(s) changed or went away while the table was read; run the command again]\n"
+    return out

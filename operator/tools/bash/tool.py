@@ -29,18 +29,28 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import yaml
 
 from lestrade.operator.tools.base import Tool, ToolOutput, Toolset
-from lestrade.operator.tools.bash.kubectl_output import KubectlOutputRefused, OutputPlan, output_plan, render_output
+from lestrade.operator.tools.bash.kubectl_output import (
+    KubectlOutputRefused,
+    OutputPlan,
+    output_plan,
+    render_output,
+    render_table_output,
+)
 from lestrade.operator.tools.bash.parse import CommandLine, Pipeline, Stage
 from lestrade.operator.tools.bash.policy import evaluate_text
 from lestrade.operator.tools.bash.sandbox import ToolSandbox
 from lestrade.operator.tools.common import FunctionTool, Params, schema
+from lestrade.operator.tools.kubernetes.api import KubeApi
 from lestrade.operator.tools.redact import redact_async
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 __all__ = ["BashRunner", "RunResult", "bash_toolset", "confined_runner", "default_bash_env", "bash_sandbox"]
 
@@ -160,9 +170,12 @@ class BashRunner:
         max_output: int = 200_000,
         cwd: str | None = None,
         sandbox: ToolSandbox | None = None,
+        tables: KubeApi | None = None,
     ) -> None:
         """With a `sandbox`, every child confines itself before exec, and redirections and
-        globs (resolved here, in the operator) are held to it too."""
+        globs (resolved here, in the operator) are held to it too. `tables`: the tools
+        identity's API access, which `kubectl get`'s tables are read through (masked)."""
+        self.tables = tables
         self.env = dict(env)
         self.timeout = timeout
         self.max_output = max_output
@@ -272,7 +285,9 @@ class BashRunner:
                     stderr_tasks.append(asyncio.ensure_future(_read_capped(proc.stderr, 20_000)))
                 if i:
                     side_tasks.append(
-                        asyncio.ensure_future(_relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1]))
+                        asyncio.ensure_future(
+                            _relay_redacted(procs[i - 1], proc, argvs[i - 1][1], plans[i - 1], self.tables)
+                        )
                     )
             return await self._collect(procs, side_tasks, stderr_tasks, timeout, budget, plans[-1])
         except BaseException:
@@ -378,7 +393,7 @@ class BashRunner:
                     errors.append(data.decode("utf-8", errors="replace"))
         text = b"".join(chunks).decode("utf-8", errors="replace")
         if plan is not None:
-            text = await _render(plan, text, cut=truncated)
+            text = await _render(plan, text, cut=truncated, tables=self.tables)
             truncated = len(text) > rendered_budget
             text = text[:rendered_budget]
         if errors:
@@ -407,9 +422,11 @@ def _kubectl_plan(argv: list[str]) -> tuple[list[str], OutputPlan | None]:
     return argv, None
 
 
-async def _render(plan: OutputPlan, text: str, *, cut: bool) -> str:
+async def _render(plan: OutputPlan, text: str, *, cut: bool, tables: KubeApi | None = None) -> str:
     if cut:
         return f"[kubectl printed more than {RELAY_CAP} bytes; withheld: narrow the query with -l, --field-selector or a name]\n"
+    if plan.format == "table":
+        return await render_table_output(plan, text, tables)
     if len(text) < 4096:
         return render_output(plan, text)
     return await asyncio.to_thread(render_output, plan, text)
@@ -420,6 +437,7 @@ async def _relay_redacted(
     consumer: asyncio.subprocess.Process,
     name: str,
     plan: OutputPlan | None = None,
+    tables: KubeApi | None = None,
 ) -> None:
     """Feed `producer`'s whole output, redacted, to `consumer`'s stdin (then close it);
     kubectl's data rendered from masked objects first (`plan`)."""
@@ -429,7 +447,7 @@ async def _relay_redacted(
             data = await _read_capped(producer.stdout, RELAY_CAP)
             raw = data.decode("utf-8", errors="replace")
             if plan is not None:
-                raw = await _render(plan, raw, cut=len(data) >= RELAY_CAP)
+                raw = await _render(plan, raw, cut=len(data) >= RELAY_CAP, tables=tables)
             text = await redact_async(raw, limit=RELAY_CAP)
             if len(data) >= RELAY_CAP:
                 _kill(producer)
@@ -493,9 +511,12 @@ def confined_runner(
     timeout: float = 60.0,
     max_output: int = 200_000,
     cwd: str | None = None,
+    tables: KubeApi | None = None,
 ) -> BashRunner | None:
     """The runner of the bash tool: allowlisted environment, private working folder, Landlock
-    sandbox; None when the kernel cannot confine the children (then nothing may run)."""
+    sandbox; None when the kernel cannot confine the children (then nothing may run).
+    `tables`: the same identity's API access for `kubectl get`'s masked tables (by default
+    made from `kubeconfig`; never from the operator's own credentials)."""
     extra = dict(env or {})
     kubeconfig = str(kubeconfig or extra.pop("KUBECONFIG", "") or "") or None
     workdir = cwd or _process_workdir()
@@ -505,7 +526,15 @@ def confined_runner(
     sandbox = bash_sandbox(child_env, workdir, kubeconfig)
     if not sandbox.available:
         return None
-    return BashRunner(child_env, timeout=timeout, max_output=max_output, cwd=workdir, sandbox=sandbox)
+    if tables is None and kubeconfig:
+        tables = _tables_api(kubeconfig)
+    return BashRunner(child_env, timeout=timeout, max_output=max_output, cwd=workdir, sandbox=sandbox, tables=tables)
+
+
+def _tables_api(kubeconfig: str) -> KubeApi:
+    from lestrade.kube import make_api_client  # noqa: PLC0415 (the kubeconfig is always given: never the operator's)
+
+    return KubeApi(make_api_client(kubeconfig))
 
 
 _NO_SANDBOX = (
@@ -521,8 +550,10 @@ def bash_toolset(
     timeout: float = 60.0,
     max_output: int = 200_000,
     cwd: str | None = None,
+    api_client: ApiClient | None = None,
 ) -> Toolset:
     """The `bash` tool. `kubeconfig`: the tools identity's (also taken from `env`'s KUBECONFIG);
+    `api_client`: the same identity's client, which `kubectl get`'s tables are read through;
     kubectl gets no other credentials. `env` is added to the allowlisted environment; `cwd` is
     the private folder in which each call gets its own fresh work folder (and HOME), the only
     place its processes may write, removed after the call."""
@@ -530,7 +561,11 @@ def bash_toolset(
     # tools identity's folder, which every run of a scope shares), also its $HOME and the only
     # place it may write, removed after the call: nothing one call writes (`~/.jq`, kubectl's
     # cache, a planted file) is there for the next call, nor for another run.
-    runner = confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd)
+    config = str(kubeconfig or (env or {}).get("KUBECONFIG", "") or "") or None
+    tables = KubeApi(api_client) if api_client is not None else _tables_api(config) if config else None
+    runner = confined_runner(
+        env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=cwd, tables=tables
+    )
 
     @contextlib.contextmanager
     def call_runner() -> Any:
@@ -539,7 +574,9 @@ def bash_toolset(
             return
         folder = tempfile.mkdtemp(prefix="lestrade-call-", dir=cwd or _process_workdir())
         try:
-            yield confined_runner(env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=folder)
+            yield confined_runner(
+                env=env, kubeconfig=kubeconfig, timeout=timeout, max_output=max_output, cwd=folder, tables=tables
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

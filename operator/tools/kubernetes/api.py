@@ -13,8 +13,8 @@ cost ~8 GETs per tool-using run (measured by `bench/burst_bench.py`). A kind the
 know still forces a (rate-limited) refresh, so new CRDs are found as before.
 
 Lists are asked for as server-side Tables (`as=Table`), which is what `kubectl get` prints: the
-same columns for every kind, CRDs included, and no object data (so a Secret list carries no
-values).
+same columns for every kind, CRDs included. Each row comes with its object so that its cells can
+be masked by the structural rules (`sanitize.mask_table`); only the masked metadata is kept.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +33,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from lestrade.operator.tools.common import ToolInputError
+from lestrade.operator.tools.kubernetes.sanitize import mask_table
 
 __all__ = ["ScopedKubeApi", "ApiResource", "KubeApi", "KubeError"]
 
@@ -246,6 +247,15 @@ class KubeApi:
             "service, node, or a CRD's plural name"
         )
 
+    async def resource_of(self, api_version: str, kind: str) -> ApiResource | None:
+        """The resource whose objects have this apiVersion and kind (as a listed object says)."""
+        group, _, version = api_version.rpartition("/")
+        for attempt in range(2):
+            for res in await self._ensure_discovery(force=attempt == 1):
+                if res.group == group and res.kind == kind:
+                    return res if res.version == version else replace(res, version=version)
+        return None
+
     async def common_kinds(self) -> list[ApiResource]:
         names = [
             "pods",
@@ -282,9 +292,14 @@ class KubeApi:
     async def table(
         self, res: ApiResource, namespace: str | None = None, name: str | None = None, **query: Any
     ) -> dict[str, Any]:
-        """The server-side `kubectl get` table (object metadata only, never object data)."""
-        query.setdefault("includeObject", "Metadata")
-        return await self.get_json(res.path(namespace, name), query, accept=_TABLE_ACCEPT)
+        """The server-side `kubectl get` table, its cells masked structurally (`mask_table`: a
+        printer column can show any field, a CRD's a password) and its rows' objects reduced to
+        their masked metadata; never object data."""
+        query["includeObject"] = "Object"
+        data = await self.request("GET", res.path(namespace, name), query, accept=_TABLE_ACCEPT)
+        return (
+            await asyncio.to_thread(mask_table, json.loads(data)) if len(data) > 65536 else mask_table(json.loads(data))
+        )
 
     async def events_for(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         meta = obj.get("metadata", {})

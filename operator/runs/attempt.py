@@ -31,6 +31,7 @@ import dataclasses
 import json
 import logging
 import time
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -82,12 +83,15 @@ class Outcome(StrEnum):
 
 
 def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> StatusWriter:
+    """`progress`: the writer of a run attempt, fenced by a token of its own (`status/writer.py`);
+    the supervisor's and the Job watcher's one-off writes are not (they run between attempts)."""
     return StatusWriter(
         engine.kube,
         resource_path(view.plural, view.ref.namespace, view.ref.name),
         view.status,
         interval=engine.status_interval if progress else engine.settings.status_interval,
         generation=view.ref.generation,
+        token=f"{engine.settings.replica_name}/{uuid.uuid4().hex[:12]}" if progress else None,
     )
 
 

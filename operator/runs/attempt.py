@@ -481,7 +481,9 @@ class _Attempt:
         before anything they allow can run)."""
         state = self.state
         decided, undecided = self.view.split_decisions()
-        if undecided:
+        # A harness session's relays wait inside the attempt: the ones a restart left in status
+        # are asked again or withdrawn by this attempt (`supervisor._relays_wait_inside`).
+        if undecided and getattr(self.view.spec, "harness", None) is None:
             raise RuntimeError(f"run started while decisions are missing for {undecided}")
         self.decided_now = [i for i in decided if i not in state.decisions]
         # A decision is bound to the call the person saw: its digest as the approval_needed

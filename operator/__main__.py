@@ -15,6 +15,30 @@ endpoint for a liveness probe; `LESTRADE_METRICS_PORT` the Prometheus metrics (`
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m lestrade.operator`, not an import (tests, the Job entrypoint)
+    # litellm's import (seconds of CPU) starts now, in a thread, before Kopf's and the
+    # Kubernetes client's: it then overlaps with them and with connecting and listing, and a
+    # resumed run's first model call no longer waits for all of it after ready (issue #28;
+    # `bench/restart_bench.py`). `agent/model.py`'s loader finds it done or waits for it.
+    import importlib
+    import threading
+
+    from lestrade.operator.base.settings import OperatorSettings
+
+    def _import_model_client() -> None:
+        try:  # agent/model.py's MODEL_CLIENT_MODULES (third-party only: no import of ours races)
+            importlib.import_module("litellm")
+            importlib.import_module("openai.resources")
+        except Exception:  # the first model call imports them again and reports why
+            pass
+
+    try:
+        _early = OperatorSettings.from_env().warm_model_client
+    except ValueError:  # main() reports the setting
+        _early = False
+    if _early:
+        threading.Thread(target=_import_model_client, name="import litellm", daemon=True).start()
+
 import argparse
 import asyncio
 import logging

@@ -41,6 +41,14 @@ class RunStatus(WireModel):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status reflects."
     )
+    writer: str | None = Field(
+        default=None,
+        max_length=256,
+        description="The run attempt that writes this status (replica and attempt): a fencing token. "
+        "Each write is conditional on the object's resourceVersion; after a conflict it is retried "
+        "only while this is still the writer's own, so a replica that lost the run cannot write "
+        "status after another took it over.",
+    )
     delivery: str | None = Field(
         default=None,
         max_length=16,

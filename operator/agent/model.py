@@ -36,8 +36,17 @@ def _lib() -> Any:
 _loaded = threading.Event()
 
 
+MODEL_CLIENT_MODULES = ("litellm", "openai.resources")
+"""What a process's first model call imports: litellm, and the OpenAI client's resources and
+types (~460 modules, 0.5 s of CPU, which litellm's first real call imported in the event loop:
+a call with `mock_response`, as the warm-up makes, builds no client). `__main__.py` starts the
+same imports in a thread before anything else."""
+
+
 def _import() -> None:
     litellm = importlib.import_module("litellm")
+    for name in MODEL_CLIENT_MODULES[1:]:
+        importlib.import_module(name)
     litellm.suppress_debug_info = True  # type: ignore[attr-defined] # no "Give Feedback" banner in the operator's logs per error
     # The OpenAI SDK imports its resources (chat, ...) at a client's first `.chat`: in the event
     # loop, where a burst's first calls all waited for it (seconds on a busy machine). Here, in
@@ -74,6 +83,7 @@ it for the whole import — seconds, 20 s on a starved machine — and made shar
 their lease renewals)."""
 
 __all__ = [
+    "MODEL_CLIENT_MODULES",
     "load_litellm",
     "RawToolCall",
     "ModelReply",

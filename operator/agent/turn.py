@@ -115,7 +115,11 @@ class Turn:
     ) -> _Decided | None:
         """A result decided without running, "pending", or None (run it)."""
         if call.id in started and not self.registry.is_read_only(call.name, call.params):
-            return _Decided("error", OUTCOME_UNKNOWN)
+            # A tool that can tell what became of an interrupted call (the harness's `agent`
+            # tool: what its subagent did before the restart) says so instead.
+            told = getattr(tool, "interrupted", None)
+            text = told(call) if callable(told) else None
+            return _Decided("error", text if isinstance(text, str) and text else OUTCOME_UNKNOWN)
         if tool is None:
             known = ", ".join(t.name for t in self.registry.enabled_tools())
             return _Decided("error", f"Error: unknown tool `{call.name}`. Available: {known}")

@@ -24,7 +24,8 @@ the loop is an `agent` record with `event: emit`, which the API passes on with t
 The loop's own conversation is not stored: an attempt resumed after a restart runs it again
 from the question unless its answer is recorded (spent rules and decisions stay spent). A call
 is stored as started before its gate decides, so on a resumed attempt a started call without an
-approving `decision` record never ran: it goes through the gate again. Residual: a subagent
-running when the operator stops is not resumed (its spawning call is "outcome unknown" to the
-parent), and the token count of a model call whose tools were interrupted is not recorded.
+approving `decision` record never ran: it goes through the gate again. A subagent running when
+the operator stops is not resumed: its parent is told it was stopped by the restart, with what
+it had done and written (`agents.py`), and the relays it waited for are withdrawn. Residual: the
+token count of a model call whose tools were interrupted is not recorded.
 """

@@ -10,8 +10,12 @@ runs one turn's calls together.
 Everything a child does is recorded in the session's transcript with its `agentId`,
 `parentId` (the spawning call's id) and `depth`, between `agent` start and end records, so the
 API can stream it and a restart loses nothing: a child that was running when the operator
-stopped is not resumed — its spawning call is reported to the parent as "outcome unknown",
-like any call interrupted by a restart.
+stopped is not resumed; its parent is told precisely what became of it (`Subagents.interrupted`):
+stopped by the restart after so many model calls, with the tool calls it made and the last
+thing it wrote (its partial result), or its answer if it had answered just before. Its `end`
+record is written then (reason `stopped`), and the relays it was waiting for are closed with a
+denying decision naming the restart, so neither the session's clients nor `POST /chat/relay`
+wait for an agent that no longer runs.
 
 Budgets: the child's token counts are `tokens` records of the turn, so the run's
 `spec.maxTokens`/`maxCost` and the namespace ledger count them; a child checks them after each
@@ -88,6 +92,9 @@ class AgentTool:
     async def run_call(self, call: Call, params: dict[str, Any]) -> ToolOutput:
         return await self.subagents.spawn(self.tag, call.id, str(params.get("task") or ""))
 
+    def interrupted(self, call: Call) -> str | None:
+        return self.subagents.interrupted(call.id)
+
 
 @dataclass
 class Subagents:
@@ -131,6 +138,99 @@ class Subagents:
         spawn = GatedTool(AgentTool(self, tag), self.gate, tag, self.tool_timeout)
         toolsets.append(Toolset("subagents", [spawn]))  # type: ignore[list-item]
         return ToolRegistry(toolsets)
+
+    def interrupted(self, call_id: str) -> str | None:
+        """After a restart: what the subagent spawned by `call_id` did before it (None: it never
+        started, so the engine's own "outcome unknown" stands). Records its end and closes its
+        relays (and its own subagents' ones) as a side effect, once."""
+        records = self.transcript.state.records
+        start = next(
+            (
+                r
+                for r in records
+                if r.get("t") == RecordType.AGENT and r.get("event") == "start" and r.get("parentId") == call_id
+            ),
+            None,
+        )
+        if start is None:
+            return None
+        agent_id = str(start.get("agentId") or f"agent-{call_id}")
+        mine = [r for r in records if r.get("agentId") == agent_id]
+        replies = [
+            r["message"]
+            for r in mine
+            if r.get("t") == RecordType.MESSAGE and (r.get("message") or {}).get("role") == "assistant"
+        ]
+        results = [r for r in mine if r.get("t") == RecordType.TOOL_RESULT]
+        end = next((r for r in mine if r.get("t") == RecordType.AGENT and r.get("event") == "end"), None)
+        last = next((str(m.get("content") or "").strip() for m in reversed(replies) if m.get("content")), "")
+        if end is not None and end.get("reason") in ("final", "max_iterations") and last:
+            return "The operator restarted right after the subagent answered (its answer was kept): " + last[:4000]
+        closed = self._close_relays(call_id, self._lineage(agent_id))
+        if end is None:
+            self.transcript.append(
+                RecordType.AGENT,
+                event="end",
+                reason="stopped",
+                iterations=len(replies),
+                error="stopped by an operator restart; not resumed",
+                agentId=agent_id,
+                parentId=call_id,
+                depth=start.get("depth", 1),
+            )
+        calls = ", ".join(f"{r.get('name') or r.get('id')} ({r.get('status')})" for r in results[-10:])
+        text = (
+            f"The subagent was stopped by an operator restart after {len(replies)} model call(s) and "
+            f"{len(results)} tool call(s), before it answered; it was not resumed (spawn a new one "
+            "for what is still missing)."
+        )
+        if calls:
+            text += f" Its tool calls: {calls}."
+        if closed:
+            text += f" Its pending approval request(s) {', '.join(closed)} were withdrawn."
+        text += f" What it had written so far: {last[:4000]}" if last else " It had written nothing yet."
+        return text
+
+    def _lineage(self, agent_id: str) -> set[str]:
+        """The agent and the subagents it spawned, and theirs."""
+        records = self.transcript.state.records
+        family, grown = {agent_id}, True
+        while grown:
+            calls = {
+                r.get("id") for r in records if r.get("t") == RecordType.TOOL_STARTED and r.get("agentId") in family
+            }
+            spawned = {
+                str(r.get("agentId"))
+                for r in records
+                if r.get("t") == RecordType.AGENT and r.get("event") == "start" and r.get("parentId") in calls
+            }
+            grown = not spawned <= family
+            family |= spawned
+        return family
+
+    def _close_relays(self, call_id: str, family: set[str]) -> list[str]:
+        """Denies the undecided relays of a stopped subagent and its own subagents (after a
+        restart none of them runs, so nothing would ever take the answer): the API's relay
+        answers and the session's clients see them decided instead of waiting."""
+        state = self.transcript.state
+        waiting = next(
+            (r.get("pending") or [] for r in reversed(state.records) if r.get("t") == RecordType.APPROVAL_NEEDED), []
+        )
+        closed = []
+        for pending in waiting:
+            relay_id = pending.get("toolCallId")
+            if not relay_id or relay_id in state.decisions or pending.get("agentId") not in family:
+                continue
+            self.transcript.append(
+                RecordType.DECISION,
+                id=relay_id,
+                approved=False,
+                reason=f"withdrawn: the subagent that asked was stopped by an operator restart (spawned by {call_id})",
+                digest=pending.get("digest") or "",
+                **{k: pending[k] for k in ("agentId", "parentId", "depth") if k in pending},
+            )
+            closed.append(relay_id)
+        return closed
 
     def _remaining(self) -> float:
         return max(1.0, self.deadline - time.time())

@@ -366,6 +366,11 @@ class GatedTool:
         except Exception:
             return self.inner.name
 
+    def interrupted(self, call: Call) -> str | None:
+        """What became of a call a restart interrupted, when the tool can tell (`agents.py`)."""
+        told = getattr(self.inner, "interrupted", None)
+        return told(call) if callable(told) else None
+
     async def run(self, params: dict[str, Any]) -> ToolOutput:
         raise RuntimeError("a harness tool runs through run_call (it needs the call's id)")
 

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import logging
 import time
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -92,12 +93,15 @@ class Outcome(StrEnum):
 
 
 def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> StatusWriter:
+    """`progress`: the writer of a run attempt, fenced by a token of its own (`status/writer.py`);
+    the supervisor's and the Job watcher's one-off writes are not (they run between attempts)."""
     return StatusWriter(
         engine.kube,
         resource_path(view.plural, view.ref.namespace, view.ref.name),
         view.status,
         interval=engine.status_interval if progress else engine.settings.status.interval,
         generation=view.ref.generation,
+        token=f"{engine.settings.replica_name}/{uuid.uuid4().hex[:12]}" if progress else None,
     )
 
 
@@ -492,7 +496,9 @@ class _Attempt:
         before anything they allow can run)."""
         state = self.state
         decided, undecided = self.view.split_decisions()
-        if undecided:
+        # A harness session's relays wait inside the attempt: the ones a restart left in status
+        # are asked again or withdrawn by this attempt (`supervisor._relays_wait_inside`).
+        if undecided and getattr(self.view.spec, "harness", None) is None:
             raise RuntimeError(f"run started while decisions are missing for {undecided}")
         self.decided_now = [i for i in decided if i not in state.decisions]
         # A decision is bound to the call the person saw: its digest as the approval_needed

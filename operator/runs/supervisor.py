@@ -124,6 +124,15 @@ def judge_decisions(view: RunView, applied: Mapping[str, Mapping[str, Any]]) -> 
     return problems
 
 
+def _relays_wait_inside(view: RunView) -> bool:
+    """A harness session's relays wait inside its attempt (`harness/gate.py`): relays that
+    status still lists when no attempt runs are those of an attempt a restart ended. The next
+    attempt asks the gate again (taking an answer given meanwhile from spec.decisions) and
+    withdraws those of the subagents it does not resume (`harness/agents.py`): waiting here
+    for all of them would keep the session waiting for agents that no longer run."""
+    return isinstance(view, ConversationView) and getattr(view.spec, "harness", None) is not None
+
+
 class Supervisor:
     """Admission, approval gate and deadline for each run; see the module docstring."""
 
@@ -177,7 +186,7 @@ class Supervisor:
                 latest = await self._time_out(view, recorder) or latest
                 continue
 
-            if view.pending_ids:
+            if view.pending_ids and not _relays_wait_inside(view):
                 latest = await self._check_decisions(view, recorder) or latest
                 undecided = view.split_decisions()[1]
                 if undecided:

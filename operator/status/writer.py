@@ -11,6 +11,14 @@ interval so that all runs together stay within a budget of progress patches per 
 Only the operator (or the Job running the investigation) writes status, and only one writer is
 active per resource, so a merge patch of the changed top-level fields is enough; lists such as
 `conditions` are always sent whole.
+
+Writes are fenced like the transcript's (`lestrade/runs/transcript.py`): a writer given a
+`token` (its run attempt) stores it in `status.writer` with its first patch, and every patch
+carries the object's resourceVersion as this writer last saw it. A conflict (someone else wrote
+the object since: a person's decision, Kopf, a delivery record, or another attempt) is read
+again: while `status.writer` is still ours the patch is retried on the fresh version; once
+another attempt's token is there, `StatusFenced` — so a write in flight from a replica that lost
+the run cannot land after another replica took it over.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lestrade.kube import Kube
+from lestrade.kube import Kube, is_conflict
 from lestrade.resources.common import (
     Condition,
     ConditionStatus,
@@ -29,8 +37,21 @@ from lestrade.resources.common import (
     condition,
     set_condition,
 )
+from lestrade.runs.transcript import TranscriptFenced
 
-__all__ = ["StatusWriter"]
+__all__ = ["StatusWriter", "StatusFenced"]
+
+WRITER_KEY = "writer"
+
+_CONFLICT_RETRIES = 5
+"""Conflicts in a row while still the writer (other writes keep landing in between) before the
+last one is raised: the next milestone tries again."""
+
+
+class StatusFenced(TranscriptFenced):
+    """Another run attempt wrote status since this writer's last write: this one must stop
+    (a `TranscriptFenced`, so the attempt stops the same way)."""
+
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +75,13 @@ class StatusWriter:
         *,
         interval: float | Callable[[], float] = 0.3,
         generation: int | None = None,
+        token: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         """`path` is the resource's URL path (without `/status`); `interval` may be a function,
-        asked each time, so the caller can stretch it under load."""
+        asked each time, so the caller can stretch it under load. With a `token` (the run
+        attempt) the writes are fenced, starting from `resource_version` (the object as the
+        attempt read it; none: the first write is unconditional)."""
         self._kube = kube
         self._path = f"{path}/status"
         self.current: dict[str, Any] = copy.deepcopy(dict(initial or {}))
@@ -72,6 +97,13 @@ class StatusWriter:
         self._urgent = False
         self.last_object: dict[str, Any] | None = None
         """The whole object as the apiserver returned it after the last patch."""
+        self._token = token
+        self._version = resource_version if token else None
+        self._claimed = False
+        """This writer's token is stored: from now on a foreign one there means fenced."""
+        if token is not None:
+            self.current[WRITER_KEY] = token
+            self._dirty.add(WRITER_KEY)
 
     # -- changing ------------------------------------------------------------------------------
 
@@ -161,12 +193,40 @@ class StatusWriter:
                     patch["observedGeneration"] = self._generation
                 self._last_flush = asyncio.get_running_loop().time()
                 try:
-                    self.last_object = await self._kube.patch(self._path, {"status": patch})
+                    self.last_object = await self._send(patch)
                     self.patches += 1
                 except BaseException:
                     self._dirty |= keys
                     raise
         self._schedule()
+
+    async def _send(self, patch: dict[str, Any]) -> Any:
+        if self._token is None:
+            return await self._kube.patch(self._path, {"status": patch})
+        if not self._claimed:
+            patch = {**patch, WRITER_KEY: self._token}  # every write until one landed claims
+        for tries in range(_CONFLICT_RETRIES, -1, -1):
+            body: dict[str, Any] = {"status": patch}
+            if self._version is not None:
+                body["metadata"] = {"resourceVersion": self._version}
+            try:
+                stored = await self._kube.patch(self._path, body)
+            except Exception as exc:
+                if not is_conflict(exc) or tries == 0:
+                    raise
+                current = await self._kube.get(self._path)
+                holder = (current.get("status") or {}).get(WRITER_KEY)
+                if self._claimed and holder is not None and holder != self._token:
+                    raise StatusFenced(
+                        f"status of {self._path.removesuffix('/status')} is written by {holder} now, "
+                        f"not by {self._token}: another replica or attempt owns this run"
+                    ) from exc
+                self._version = (current.get("metadata") or {}).get("resourceVersion")
+                continue
+            self._claimed = True
+            self._version = (stored.get("metadata") or {}).get("resourceVersion") if isinstance(stored, dict) else None
+            return stored
+        raise AssertionError("unreachable")  # the last try returns or raises
 
     def discard(self) -> None:
         """Forgets the changes not sent yet (a writer that lost its run must not send them)."""

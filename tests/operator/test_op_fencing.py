@@ -1,7 +1,9 @@
-"""Fenced transcript writes: of two writers of one run's transcript (a replica that lost the run
-and the one that took it over, or a stale owner and the context store), whoever writes second
-with an outdated view is refused and stops; what the other stored stays intact. Real apiserver,
-the product's `Transcript` (what every replica's runs write with) and the real operator."""
+"""Fenced transcript and status writes: of two writers of one run's transcript (a replica that
+lost the run and the one that took it over, or a stale owner and the context store), whoever
+writes second with an outdated view is refused and stops; what the other stored stays intact.
+Status likewise: once another attempt claimed it, a stale attempt's write is refused. Real
+apiserver, the product's `Transcript` and `StatusWriter` (what every replica's runs write with)
+and the real operator."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from kubernetes import client as k8s
 from opkit import create_inv, phase_is, transcript_messages, wait_inv, wait_until
 from test_op_restart import assert_status_matches_transcript, steps_requested
 
-from lestrade.kube import Kube
+from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step
+from lestrade.operator.status.writer import StatusFenced, StatusWriter
 from lestrade.runs.records import AgentRecord
 from lestrade.runs.transcript import SEAL_KEY, RecordType, Transcript, TranscriptFenced
 
@@ -118,3 +121,57 @@ async def test_a_run_whose_transcript_someone_else_extended_stops_and_resumes_fr
     # The refused attempt's answer was never stored; the resumed attempt asked once more.
     assert steps_requested(model_server, scenario_name) == Counter({0: 2})
     assert_status_matches_transcript(api_client, done)
+
+
+async def test_a_stale_attempts_late_status_write_is_refused_after_a_takeover(
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+) -> None:
+    inv = create_inv(api_client, namespace, "status-owners")
+    kube = Kube(api_client)
+    path = resource_path("investigations", namespace, "status-owners")
+    stale = StatusWriter(kube, path, token="replica-a/1")
+    await stale.milestone(message="working, as replica a")
+    # Replica b takes the run over: its first write claims status (unconditionally).
+    owner = StatusWriter(kube, path, token="replica-b/1")
+    await owner.milestone(message="working, as replica b")
+    # Replica a, fenced but not yet aware of it, still sends what it had: refused.
+    with pytest.raises(StatusFenced):
+        await stale.milestone(message="late, by the fenced replica", steps=7)
+    status = (await kube.get(path))["status"]
+    assert status["message"] == "working, as replica b" and status["writer"] == "replica-b/1"
+    assert status.get("steps", 0) == 0
+    # A refused write is not stored later either (the background flush neither).
+    stale.set(message="still late")
+    with pytest.raises(StatusFenced):
+        await stale.flush()
+    # The owner keeps writing: its view is current.
+    await owner.milestone(message="done, as replica b")
+    assert (await kube.get(path))["status"]["message"] == "done, as replica b"
+    await kube.aclose()
+    assert inv["metadata"]["name"] == "status-owners"
+
+
+async def test_other_writes_between_a_writers_patches_do_not_fence_it(
+    api_client: k8s.ApiClient,
+    crds: None,
+    namespace: str,
+) -> None:
+    """A person's decision, a label and the delivery record move the object's resourceVersion:
+    the writer's conditional patch conflicts, finds its own token still there and goes on."""
+    create_inv(api_client, namespace, "busy-object")
+    kube = Kube(api_client)
+    path = resource_path("investigations", namespace, "busy-object")
+    writer = StatusWriter(kube, path, token="replica-a/1")
+    await writer.milestone(message="first")
+    before = writer.last_object["metadata"]["resourceVersion"]  # type: ignore[index]
+    await kube.patch(path, {"metadata": {"labels": {"touched": "yes"}}})
+    await kube.patch(path, {"spec": {"decisions": {"call-1": {"approved": True}}}})
+    await kube.patch(f"{path}/status", {"status": {"delivery": "d1"}})
+    await writer.milestone(message="second")
+    stored = await kube.get(path)
+    assert stored["status"]["message"] == "second" and stored["status"]["delivery"] == "d1"
+    assert stored["status"]["writer"] == "replica-a/1"
+    assert int(stored["metadata"]["resourceVersion"]) > int(before)
+    await kube.aclose()

@@ -33,8 +33,8 @@ if __name__ == "__main__":  # `python -m lestrade.operator`, not an import (test
             pass
 
     try:
-        _early = OperatorSettings.from_env().warm_model_client
-    except ValueError:  # main() reports the setting
+        _early = OperatorSettings.from_env().runs.warm_model_client
+    except Exception:  # main() reports the setting (or the model list) that is wrong
         _early = False
     if _early:
         threading.Thread(target=_import_model_client, name="import litellm", daemon=True).start()

@@ -40,7 +40,15 @@ from lestrade.operator.base.budgets import Ledger, run_budget_passed
 from lestrade.operator.harness.gate import AgentTag, Gate, GatedTool
 from lestrade.operator.tools.base import ToolOutput, ToolRegistry, Toolset
 from lestrade.resources.conversation import HarnessSettings
-from lestrade.runs.records import AgentRecord, MessageRecord, Record, TokensRecord, ToolResultRecord, ToolStartedRecord
+from lestrade.runs.records import (
+    AgentRecord,
+    DecisionRecord,
+    MessageRecord,
+    Record,
+    TokensRecord,
+    ToolResultRecord,
+    ToolStartedRecord,
+)
 from lestrade.runs.transcript import RecordType, Transcript
 
 __all__ = ["AGENT_TOOL", "AgentTool", "Subagents", "SUBAGENT_PROMPT", "depth_refusal"]
@@ -159,7 +167,7 @@ class Subagents:
         replies = [
             r["message"]
             for r in mine
-            if r.get("t") == RecordType.MESSAGE and (r.get("message") or {}).get("role") == "assistant"
+            if r["t"] == RecordType.MESSAGE and (r.get("message") or {}).get("role") == "assistant"
         ]
         results = [r for r in mine if r.get("t") == RecordType.TOOL_RESULT]
         end = next((r for r in mine if r.get("t") == RecordType.AGENT and r.get("event") == "end"), None)
@@ -169,14 +177,16 @@ class Subagents:
         closed = self._close_relays(call_id, self._lineage(agent_id))
         if end is None:
             self.transcript.append(
-                RecordType.AGENT,
-                event="end",
-                reason="stopped",
-                iterations=len(replies),
-                error="stopped by an operator restart; not resumed",
-                agentId=agent_id,
-                parentId=call_id,
-                depth=start.get("depth", 1),
+                AgentRecord(
+                    t=RecordType.AGENT,
+                    event="end",
+                    reason="stopped",
+                    iterations=len(replies),
+                    error="stopped by an operator restart; not resumed",
+                    agentId=agent_id,
+                    parentId=call_id,
+                    depth=start.get("depth", 1),
+                )
             )
         calls = ", ".join(f"{r.get('name') or r.get('id')} ({r.get('status')})" for r in results[-10:])
         text = (
@@ -221,14 +231,17 @@ class Subagents:
             relay_id = pending.get("toolCallId")
             if not relay_id or relay_id in state.decisions or pending.get("agentId") not in family:
                 continue
-            self.transcript.append(
-                RecordType.DECISION,
+            decision = DecisionRecord(
+                t=RecordType.DECISION,
                 id=relay_id,
                 approved=False,
                 reason=f"withdrawn: the subagent that asked was stopped by an operator restart (spawned by {call_id})",
                 digest=pending.get("digest") or "",
-                **{k: pending[k] for k in ("agentId", "parentId", "depth") if k in pending},
             )
+            for key in ("agentId", "parentId", "depth"):
+                if key in pending:
+                    decision[key] = pending[key]  # type: ignore[literal-required]
+            self.transcript.append(decision)
             closed.append(relay_id)
         return closed
 

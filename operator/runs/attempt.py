@@ -101,7 +101,7 @@ def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> Stat
         view.status,
         interval=engine.status_interval if progress else engine.settings.status.interval,
         generation=view.ref.generation,
-        token=f"{engine.settings.replica_name}/{uuid.uuid4().hex[:12]}" if progress else None,
+        token=f"{engine.settings.replicas.name}/{uuid.uuid4().hex[:12]}" if progress else None,
     )
 
 

@@ -18,6 +18,7 @@ from test_op_restart import assert_status_matches_transcript, steps_requested
 
 from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step
+from lestrade.operator.admission.decisions import install_admission_policy
 from lestrade.operator.status.writer import StatusFenced, StatusWriter
 from lestrade.runs.records import AgentRecord
 from lestrade.runs.transcript import SEAL_KEY, RecordType, Transcript, TranscriptFenced
@@ -160,13 +161,17 @@ async def test_other_writes_between_a_writers_patches_do_not_fence_it(
 ) -> None:
     """A person's decision, a label and the delivery record move the object's resourceVersion:
     the writer's conditional patch conflicts, finds its own token still there and goes on."""
-    create_inv(api_client, namespace, "busy-object")
     kube = Kube(api_client)
+    await install_admission_policy(kube)  # as every operator does; the suite's order must not matter
+    create_inv(api_client, namespace, "busy-object")
     path = resource_path("investigations", namespace, "busy-object")
     writer = StatusWriter(kube, path, token="replica-a/1")
     await writer.milestone(message="first")
     before = writer.last_object["metadata"]["resourceVersion"]  # type: ignore[index]
     await kube.patch(path, {"metadata": {"labels": {"touched": "yes"}}})
+    # the decisions policy accepts a decision only for a listed call: list it, as the run would
+    pending = {"toolCallId": "call-1", "toolName": "kubectl_delete_pod", "description": "delete", "params": {}}
+    await kube.patch(f"{path}/status", {"status": {"pendingApprovals": [pending]}})
     await kube.patch(path, {"spec": {"decisions": {"call-1": {"approved": True}}}})
     await kube.patch(f"{path}/status", {"status": {"delivery": "d1"}})
     await writer.milestone(message="second")

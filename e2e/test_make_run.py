@@ -139,12 +139,14 @@ def _make_run(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterat
         [sys.executable, "-m", "lestrade.cli", "run"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     try:
-        # Polled: nothing announces readiness but /readyz itself. A `make run` that exits fails
-        # at once (a failed wait_until condition would only be retried until the timeout).
+        # Ready as a newcomer sees it: "Lestrade is running" printed, which `lestrade run` says only
+        # once the API answers /readyz *and* a dry-run Investigation passes admission stamped with
+        # its creator (the API can be ready before the operator's admission policies serve: a
+        # kubectl apply then got "kind not found"). Polled; a `make run` that exits fails at once.
         deadline = time.monotonic() + 180
-        while not _serves(f"http://127.0.0.1:{port}/readyz"):
+        while "Lestrade is running" not in log_path.read_text() or not _serves(f"http://127.0.0.1:{port}/readyz"):
             assert proc.poll() is None, f"make run exited ({proc.returncode}): {log_path.read_text()}"
-            assert time.monotonic() < deadline, f"make run did not serve /readyz in 180s: {log_path.read_text()}"
+            assert time.monotonic() < deadline, f"make run was not ready in 180s: {log_path.read_text()}"
             time.sleep(0.2)
         yield Run(proc, tmp_path, port, home, kubecachedir)
     finally:

@@ -75,32 +75,28 @@ def _link_kubectl(state_dir: Path) -> Path:
     return bin_dir
 
 
-def _accepts_an_investigation(kubeconfig: Path, *, stamped: bool) -> bool:
-    """A dry-run create of an Investigation, through every admission step a user's create takes.
+def _accepts_an_investigation(custom: Any, *, stamped: bool) -> bool:
+    """A dry-run create of an Investigation, through every admission step a user's create takes
+    (`custom`: a `CustomObjectsApi` as the local admin).
 
     The operator installs the requester policy as it starts; until the apiserver has loaded it
     (and the CRD's schema it applies to), a create either fails with "Resource kind ... not
     found" (ServiceUnavailable) or is not stamped with its creator. Neither is a ready cluster:
     the newcomer's first `kubectl apply` would meet it. `stamped`: the local control plane has
     the policy's beta API on; a current cluster may not (the validating policy then suffices)."""
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-
-    from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION
+    from lestrade.resources import API_VERSION, GROUP, INVESTIGATION_KIND, INVESTIGATION_PLURAL, VERSION
+    from lestrade.resources.keys import REQUESTED_BY_ANNOTATION
 
     body = {
-        "apiVersion": "lestrade.dev/v1alpha1",
-        "kind": "Investigation",
+        "apiVersion": API_VERSION,
+        "kind": INVESTIGATION_KIND,
         "metadata": {"generateName": "lestrade-ready-probe-"},
         "spec": {"title": "readiness probe of lestrade run (dry run, never stored)"},
     }
-    with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
-        created = cast(
-            dict[str, Any],
-            k8s_client.CustomObjectsApi(api).create_namespaced_custom_object(
-                "lestrade.dev", "v1alpha1", "default", "investigations", body, dry_run="All"
-            ),
-        )
+    created = cast(
+        dict[str, Any],
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", INVESTIGATION_PLURAL, body, dry_run="All"),
+    )
     return not stamped or REQUESTED_BY_ANNOTATION in (created.get("metadata", {}).get("annotations") or {})
 
 
@@ -173,12 +169,16 @@ def run(state_dir: Path = STATE_DIR) -> int:
         children.append(_python("lestrade.api", logs / "api.log", env))
         host, port = api_bind(env)
         wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60, watch=children)
-        wait_until(
-            "the cluster to accept an Investigation and record who asked",
-            lambda: _accepts_an_investigation(kubeconfig, stamped=cluster is not None),
-            60,
-            watch=children,
-        )
+        from kubernetes import client as k8s_client
+
+        with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:  # one client for every poll
+            custom = k8s_client.CustomObjectsApi(api)
+            wait_until(
+                "the cluster to accept an Investigation and record who asked",
+                lambda: _accepts_an_investigation(custom, stamped=cluster is not None),
+                60,
+                watch=children,
+            )
         print(
             f"""
 Lestrade is running (Ctrl-C stops everything).

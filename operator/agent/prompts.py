@@ -118,7 +118,9 @@ def enabled_sections(
 
 
 def _has_todo_tool(registry: ToolRegistry) -> bool:
-    return any("todo" in tool.name.lower() for tool in registry.enabled_tools())
+    """TodoWrite is offered from the start (when its toolset is deferred, opening it answers
+    with how to use it instead)."""
+    return any("todo" in tool.name.lower() for tool in registry.offered_tools())
 
 
 def system_prompt(registry: ToolRegistry, config: PromptConfig) -> str:

@@ -28,7 +28,10 @@ from lestrade.operator.tools.runbooks import runbooks_toolset
 from lestrade.operator.tools.todo import todo_toolset
 from lestrade.operator.tools.write import write_toolset
 
-__all__ = ["default_registry"]
+__all__ = ["default_registry", "DEFERRED"]
+
+DEFERRED = frozenset({"todo", "findings", "prometheus", "alerting"})
+"""The built-in toolsets offered only once opened (see `default_registry`)."""
 
 
 def default_registry(
@@ -70,6 +73,13 @@ def default_registry(
         toolsets.append(prometheus_toolset(prometheus_url, scope=metrics_scope))
     if prometheus_url or alertmanager_url:
         toolsets.append(alerting_toolset(prometheus_url, alertmanager_url, scope=metrics_scope))
+    # Offered only once the model opens them (`tools.base`): every offered schema is resent on
+    # every model call, and most investigations of a pod or a workload never need a task list,
+    # past findings, PromQL or alert rules. The Kubernetes tools, bash and the runbooks stay
+    # offered from the start: nearly every investigation uses the first, and a matching runbook
+    # should be read before anything else.
+    for toolset in toolsets:
+        toolset.deferred = toolset.name in DEFERRED
     bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir, api_client=api_client)
     bash.enabled = enable_bash
     toolsets.append(bash)

@@ -53,8 +53,9 @@ def test_default_registry_tools_and_schema_budget() -> None:
 
 
 def test_instructions_name_only_tools_the_run_is_offered() -> None:
-    """The prompt's tool instructions never send the model to a tool it does not have (they
-    named alertmanager_alerts to runs without an Alertmanager)."""
+    """The toolsets' instructions (the system prompt's, and a deferred toolset's answer to
+    open_toolset) never send the model to a tool it does not have (they named
+    alertmanager_alerts to runs without an Alertmanager)."""
     import re
 
     tool_name = re.compile(
@@ -68,7 +69,7 @@ def test_instructions_name_only_tools_the_run_is_offered() -> None:
     ):
         registry = default_registry(_offline_client(), **kwargs)
         names = {t.name for t in registry.enabled_tools()}
-        named = set(tool_name.findall(registry.instructions()))
+        named = set(tool_name.findall("\n".join(ts.instructions for ts in registry.toolsets if ts.enabled)))
         assert named <= names, (kwargs, named - names)
         if "alertmanager_url" in kwargs:
             assert {"alertmanager_alerts", "alertmanager_silences"} <= named

@@ -336,8 +336,8 @@ def alerting_toolset(
         summary="; ".join(
             part
             for part, served in (
-                ("Prometheus's firing alerts and alert rules", prometheus_url),
-                ("Alertmanager's alerts and silences", alertmanager_url),
+                ("firing alerts, rules", prometheus_url),
+                ("Alertmanager alerts, silences", alertmanager_url),
             )
             if served
         ),

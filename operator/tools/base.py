@@ -214,8 +214,8 @@ class _Opener:
     def __init__(self, registry: ToolRegistry, listed: list[Toolset] | None = None) -> None:
         self.registry = registry
         listed = registry.deferred() if listed is None else listed
-        lines = "; ".join(f"{ts.name}: {ts.summary or ', '.join(t.name for t in ts.tools)}" for ts in listed)
-        self.description = f"Offers a toolset's tools from your next step on. Closed: {lines}."
+        lines = ", ".join(f"{ts.name} ({ts.summary or ', '.join(t.name for t in ts.tools)})" for ts in listed)
+        self.description = f"Offer a toolset from your next step on: {lines}."
         self.parameters = {
             "type": "object",
             "properties": {"name": {"type": "string", "enum": [ts.name for ts in listed]}},

@@ -337,6 +337,6 @@ def prometheus_toolset(
         name="prometheus",
         tools=tools,
         instructions=instructions,
-        summary="PromQL queries (instant, range), series and label names",
+        summary="PromQL, series, labels",
         read_only=True,
     )

@@ -96,6 +96,6 @@ def todo_toolset(state: TodoState | None = None) -> Toolset:
         # is deferred, opening it answers with it.
         instructions="Plan with TodoWrite and keep it current (in_progress, completed); answer only when "
         "every item is completed or explained.",
-        summary="TodoWrite, a task list for a long investigation",
+        summary="TodoWrite task list",
         read_only=True,  # the plan lives in the run's memory only: writing it again is harmless
     )

@@ -59,7 +59,7 @@ async def test_a_deferred_toolset_is_offered_from_the_call_after_it_is_opened(ha
     assert "metrics: PromQL queries" in opener["description"]
     assert QUERY_HOWTO not in first["messages"][0]["content"]  # a closed toolset's text is not in the prompt
     assert _offered(second) == _offered(third) == ["describe", "query"]
-    opened = next(r for r in of_kind(events, "tool_result") if r.tool_name == OPEN_TOOLSET)
+    opened = next(r for r in of_kind(events, "tool_result") if r.name == OPEN_TOOLSET)
     assert opened.status == "success" and QUERY_HOWTO in opened.output and "query" in opened.output
     assert query.calls == [{"x": "p99"}]
 

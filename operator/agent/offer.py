@@ -32,9 +32,7 @@ def opened_toolsets(registry: ToolRegistry, messages: Sequence[Mapping[str, Any]
     return registry.opened_in(messages) | named
 
 
-def keep_open(
-    registry: ToolRegistry, messages: list[dict[str, Any]], opened: frozenset[str]
-) -> list[dict[str, Any]]:
+def keep_open(registry: ToolRegistry, messages: list[dict[str, Any]], opened: frozenset[str]) -> list[dict[str, Any]]:
     """`messages` (a compacted history) with a note naming the toolsets of `opened` it no longer
     opens itself, so they stay offered, now and after a restart."""
     missing = opened - opened_toolsets(registry, messages)

@@ -74,11 +74,10 @@ CLUSTER_NAME = "You are connected to the Kubernetes cluster `{cluster_name}`."
 TODOWRITE_REMINDER = "Reminder: keep the TodoWrite plan current."
 
 SECTIONS_REQUEST = """\
-When done, answer with one JSON object in a ```json block; its keys are exactly these section
-titles, each value markdown (or null):
+When done, answer with one ```json object whose keys are exactly these titles, values markdown or null:
 {sections}
-End each finding and conclusion with [evidence: <tool call id>, ...]: the ids of your own calls
-whose results show it. A statement no result supports is a guess: say so."""
+End each finding and conclusion with [evidence: <ids of your tool calls whose results show it>];
+say so when a statement is a guess."""
 
 ANSWER_NOW = (
     NOTE_PREFIX + " You have used all the steps available for this task. Do not call any more "

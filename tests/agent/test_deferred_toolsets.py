@@ -42,7 +42,12 @@ def _call(name: str, arguments: str) -> dict[str, Any]:
 async def test_a_deferred_toolset_is_offered_from_the_call_after_it_is_opened(harness) -> None:
     harness.scenario(
         steps=[
-            {"tool_calls": [{"name": "describe", "arguments": {}}, {"name": OPEN_TOOLSET, "arguments": {"name": "metrics"}}]},
+            {
+                "tool_calls": [
+                    {"name": "describe", "arguments": {}},
+                    {"name": OPEN_TOOLSET, "arguments": {"name": "metrics"}},
+                ]
+            },
             {"tool_calls": [{"name": "query", "arguments": {"x": "p99"}}]},
             {"content": "inventory-db is slow"},
         ]
@@ -56,7 +61,7 @@ async def test_a_deferred_toolset_is_offered_from_the_call_after_it_is_opened(ha
     assert _offered(first) == ["describe", OPEN_TOOLSET]
     (opener,) = [t["function"] for t in first["tools"] if t["function"]["name"] == OPEN_TOOLSET]
     assert opener["parameters"]["properties"]["name"]["enum"] == ["metrics"]  # never the disabled one
-    assert "metrics: PromQL queries" in opener["description"]
+    assert "metrics (PromQL queries)" in opener["description"]
     assert QUERY_HOWTO not in first["messages"][0]["content"]  # a closed toolset's text is not in the prompt
     assert _offered(second) == _offered(third) == ["describe", "query"]
     opened = next(r for r in of_kind(events, "tool_result") if r.name == OPEN_TOOLSET)

@@ -52,8 +52,8 @@ AI_SAFETY = (
 )
 
 PERMISSION_ERRORS = (
-    "On a permission error (403, Forbidden, RBAC) do not retry the same way: say which permission "
-    "is missing (verb, resource, namespace) and how to grant it, and go on with what you can read."
+    "On a permission error (403, Forbidden) do not retry the same way: name the missing permission "
+    "(verb, resource, namespace), how to grant it, and go on with what you can read."
 )
 
 GENERAL_INSTRUCTIONS = """\
@@ -65,9 +65,8 @@ How to investigate:
 - Stop at the root cause, or when the tools can show no more."""
 
 STYLE_GUIDE = """\
-Answer style: the conclusion first (one or two sentences), then the evidence; markdown; cite
-resources as `kind/name` in `namespace`; quote short log lines; no filler; exact commands or
-manifest changes when a fix is known."""
+Answer style: the conclusion first, then the evidence; markdown; resources as `kind/name` in
+`namespace`; quote short log lines; no filler; exact commands or manifest changes for a known fix."""
 
 CLUSTER_NAME = "You are connected to the Kubernetes cluster `{cluster_name}`."
 

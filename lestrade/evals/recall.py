@@ -58,12 +58,15 @@ class Recall:
     message: str = ""
     citations: list[str] = field(default_factory=list)
     """Problems with the answer's citations (ids that are not calls of the run)."""
+    unoffered: list[str] = field(default_factory=list)
+    """Planned calls of tools the model was not offered at that turn (a deferred toolset the
+    plan had not opened): a real model could not have made them, so the run proves nothing."""
     seconds: float = 0.0
     staging_seconds: float = 0.0
 
     @property
     def covered(self) -> bool:
-        return all(f.reached for f in self.facts) and not self.citations
+        return all(f.reached for f in self.facts) and not self.citations and not self.unoffered
 
     @property
     def reached(self) -> int:

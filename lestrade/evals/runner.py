@@ -13,6 +13,7 @@ Investigation runs with a configured model and no plan; a judge scores the answe
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -75,6 +76,8 @@ class RunResult:
     staging_seconds: float = 0.0
     """Staging and waiting until the tools show the evidence."""
     error: str | None = None
+    unoffered: list[str] = field(default_factory=list)
+    """Planned calls the model would not have been offered (`unoffered_calls`)."""
 
     @property
     def status(self) -> dict[str, Any]:
@@ -199,6 +202,23 @@ async def trace_plan(registry: ToolRegistry, scenario: Scenario) -> list[CallTra
     return list(await asyncio.gather(*(one(c.id or "", c.tool, c.args) for c in scenario.calls())))
 
 
+def unoffered_calls(registry: ToolRegistry, scenario: Scenario) -> list[str]:
+    """The plan's calls of tools not offered at their turn: a deferred toolset must be opened
+    (`open_toolset`, or a call of one of its tools) in an earlier turn, as a model must."""
+    problems: list[str] = []
+    history: list[dict[str, Any]] = []
+    for turn in scenario.plan:
+        offered = {t.name for t in registry.offered_tools(registry.opened_in(history))}
+        problems += [
+            f"{c.id} calls {c.tool}, not offered yet (open its toolset in an earlier turn)"
+            for c in turn
+            if c.tool not in offered and registry.get(c.tool) is not None
+        ]
+        calls = [{"function": {"name": c.tool, "arguments": json.dumps(c.args)}} for c in turn]
+        history.append({"role": "assistant", "tool_calls": calls})
+    return problems
+
+
 async def wait_for_evidence(registry: ToolRegistry, scenario: Scenario, stager: Stager) -> list[CallTrace]:
     """Traces of the plan once its raw outputs hold every fact (controllers, KWOK and Prometheus
     need a moment), or the last traces at the scenario's timeout (the report then says where)."""
@@ -272,7 +292,7 @@ async def run_investigations(
     gate = asyncio.Semaphore(env.parallel)
 
     async def one(scenario: Scenario) -> RunResult:
-        result = RunResult(scenario)
+        result = RunResult(scenario, unoffered=unoffered_calls(registry, scenario))
         async with gate:
             begun = time.monotonic()
             try:
@@ -374,6 +394,7 @@ async def run_scripted(env: Environment, server: ScriptedModelServer, scenarios:
             message=result.error or status.get("message") or "",
         )
         recall.seconds, recall.staging_seconds = result.seconds, result.staging_seconds
+        recall.unoffered = result.unoffered
         recalls.append(recall)
     return recalls
 

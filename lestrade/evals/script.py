@@ -11,6 +11,7 @@ from __future__ import annotations
 from lestrade.evals.scenario import Scenario
 from lestrade.modelserver import Scenario as Script
 from lestrade.modelserver import Step, ToolCall
+from lestrade.operator.tools.base import OPEN_TOOLSET
 
 __all__ = ["script_for", "scripted_answer"]
 
@@ -21,8 +22,9 @@ def _escape(text: str) -> str:
 
 
 def scripted_answer(scenario: Scenario) -> str:
-    """The answer the scripted investigator gives, citing every planned call."""
-    calls = scenario.calls()
+    """The answer the scripted investigator gives, citing every planned call that read something
+    (opening a toolset shows nothing)."""
+    calls = [c for c in scenario.calls() if c.tool != OPEN_TOOLSET]
     ids = ", ".join(c.id or "" for c in calls)
     findings = "\n".join(f"- `{c.tool}` {_args(c.args)} [evidence: {c.id}]" for c in calls)
     conclusion = scenario.conclusion or scenario.root_cause

@@ -29,7 +29,7 @@ def recall_table(recalls: Sequence[Recall]) -> str:
         problems = []
         if r.phase and r.phase != "Succeeded":
             problems.append(f"{r.phase}: {r.message[:80]}")
-        problems += r.citations
+        problems += r.citations + r.unoffered
         missing = [f.fact.label for f in r.facts if not f.reached]
         if missing:
             problems.append("missing " + "; ".join(f"{m[:40]!r}" for m in missing))

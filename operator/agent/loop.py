@@ -37,6 +37,7 @@ from lestrade.operator.agent.events import (
 from lestrade.operator.agent.guard import LoopGuard
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.model import ModelCallError, ModelReply, complete
+from lestrade.operator.agent.offer import keep_open, opened_toolsets
 from lestrade.operator.agent.prompts import (
     InvestigationRequest,
     PromptConfig,
@@ -157,7 +158,8 @@ class _Run:
             self.call_ids = agent.call_ids
         else:
             self.call_ids = CallIds(seen)
-        self.schemas = agent.tools.schemas()
+        self.opened = opened_toolsets(agent.tools, self.messages)
+        self.schemas = agent.tools.schemas(self.opened)
         self.truncations: list[Truncation] = []
         self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)
         self.deadline: float | None = None
@@ -221,6 +223,7 @@ class _Run:
         while True:
             self.steps += 1
             force = self.steps >= self.limits.max_steps
+            self._offer()
             async for event in self._maybe_compact():
                 yield event
             if force:
@@ -274,6 +277,13 @@ class _Run:
                 return
             for event in self._after_turn(turn):
                 yield event
+
+    def _offer(self) -> None:
+        """The next model call carries the toolsets the history has opened so far (`offer.py`)."""
+        opened = self.opened | opened_toolsets(self.agent.tools, self.messages)
+        if opened != self.opened:
+            self.opened = opened
+            self.schemas = self.agent.tools.schemas(opened)
 
     def _after_turn(self, turn: Turn) -> list[AgentEvent]:
         """Loop guard verdict on a finished turn: nothing, a note to the model, or stop."""
@@ -403,6 +413,7 @@ class _Run:
         cost: dict[str, float],
     ) -> Compaction:
         """Makes `messages` the working history and reports it."""
+        messages = keep_open(self.agent.tools, messages, self.opened)
         after = token_breakdown(messages, self.schemas, self.model_name)["total_tokens"]
         messages_before = len(self.messages)
         self.messages = messages

@@ -52,8 +52,8 @@ AI_SAFETY = (
 )
 
 PERMISSION_ERRORS = (
-    "On a permission error (403, Forbidden, RBAC) do not retry the same way: say which permission "
-    "is missing (verb, resource, namespace) and how to grant it, and go on with what you can read."
+    "On a permission error (403, Forbidden) do not retry the same way: name the missing permission "
+    "(verb, resource, namespace), how to grant it, and go on with what you can read."
 )
 
 GENERAL_INSTRUCTIONS = """\
@@ -65,20 +65,18 @@ How to investigate:
 - Stop at the root cause, or when the tools can show no more."""
 
 STYLE_GUIDE = """\
-Answer style: the conclusion first (one or two sentences), then the evidence; markdown; cite
-resources as `kind/name` in `namespace`; quote short log lines; no filler; exact commands or
-manifest changes when a fix is known."""
+Answer style: the conclusion first, then the evidence; markdown; resources as `kind/name` in
+`namespace`; quote short log lines; no filler; exact commands or manifest changes for a known fix."""
 
 CLUSTER_NAME = "You are connected to the Kubernetes cluster `{cluster_name}`."
 
 TODOWRITE_REMINDER = "Reminder: keep the TodoWrite plan current."
 
 SECTIONS_REQUEST = """\
-When done, answer with one JSON object in a ```json block; its keys are exactly these section
-titles, each value markdown (or null):
+When done, answer with one ```json object whose keys are exactly these titles, values markdown or null:
 {sections}
-End each finding and conclusion with [evidence: <tool call id>, ...]: the ids of your own calls
-whose results show it. A statement no result supports is a guess: say so."""
+End each finding and conclusion with [evidence: <ids of your tool calls whose results show it>];
+say so when a statement is a guess."""
 
 ANSWER_NOW = (
     NOTE_PREFIX + " You have used all the steps available for this task. Do not call any more "

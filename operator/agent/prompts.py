@@ -6,7 +6,8 @@ which sections are *allowed*; `behavior_controls` (per request) switches section
 within what is allowed; otherwise the default applies (every section on except `ai_safety`,
 which the reference lists as disabled by default). A request can never re-enable a section the
 environment disallows. Sections that have nothing to say (no cluster name, no files, no TodoWrite
-tool) are left out even when enabled, to keep the first call lean.
+tool offered, no one to ask in an investigation) are left out even when enabled: every
+section is resent with every model call.
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ SECTION_KEYS: tuple[str, ...] = SYSTEM_SECTIONS + USER_SECTIONS
 
 _OFF_BY_DEFAULT = frozenset({"ai_safety"})
 
+# The hints are resent with every model call of an investigation: a few words each.
 DEFAULT_SECTIONS: dict[str, str] = {
-    "Alert Explanation": 'What happened to the resource, in 1-2 sentences ("pod X was OOMKilled"), '
-    "not the alert's wording.",
-    "Key Findings": "What you checked and what each check showed.",
-    "Conclusions and Possible Root Causes": "The root cause(s) the evidence supports; what is uncertain.",
-    "Next Steps": "How to fix or dig further, with exact commands.",
-    "App or Infra?": "An application or an infrastructure problem, and why.",
-    "External links": "Relevant documentation, one short sentence each.",
+    "Alert Explanation": 'What happened ("pod X was OOMKilled"), in 1-2 sentences.',
+    "Key Findings": "What each check showed.",
+    "Conclusions and Possible Root Causes": "The root causes the evidence supports; what is uncertain.",
+    "Next Steps": "How to fix or dig further, exact commands.",
+    "App or Infra?": "Which, and why.",
+    "External links": "Relevant documentation.",
 }
 
 
@@ -118,7 +119,9 @@ def enabled_sections(
 
 
 def _has_todo_tool(registry: ToolRegistry) -> bool:
-    return any("todo" in tool.name.lower() for tool in registry.enabled_tools())
+    """TodoWrite is offered from the start (when its toolset is deferred, opening it answers
+    with how to use it instead)."""
+    return any("todo" in tool.name.lower() for tool in registry.offered_tools())
 
 
 def system_prompt(registry: ToolRegistry, config: PromptConfig) -> str:
@@ -127,7 +130,8 @@ def system_prompt(registry: ToolRegistry, config: PromptConfig) -> str:
     todo = _has_todo_tool(registry)
     parts: dict[str, str] = {
         "intro": text.INTRO,
-        "ask_user": text.ASK_USER,
+        # An investigation (it asks for sections) has no one to answer a question.
+        "ask_user": "" if config.sections else text.ASK_USER,
         "todowrite_instructions": text.TODOWRITE_INSTRUCTIONS if todo else "",
         "ai_safety": text.AI_SAFETY,
         "toolset_instructions": registry.instructions(),

@@ -59,7 +59,7 @@ from lestrade.operator.runs.context_window import limits_for
 from lestrade.operator.status.projection import ConversationProjection, Projection, projection_for
 from lestrade.operator.status.writer import StatusWriter
 from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_policy
-from lestrade.operator.tools.base import ToolRegistry
+from lestrade.operator.tools.base import OPEN_TOOLSET, ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
 from lestrade.runs.records import (
@@ -310,7 +310,8 @@ class _Attempt:
         spec = self.view.spec
         if not isinstance(self.view, ConversationView) or spec is None or not spec.frontend_tools:
             return registry
-        clash = sorted({t.name for t in spec.frontend_tools} & {t.name for t in registry.enabled_tools()})
+        taken = {t.name for t in registry.enabled_tools()} | ({OPEN_TOOLSET} if registry.deferred() else set())
+        clash = sorted({t.name for t in spec.frontend_tools} & taken)
         if clash:
             return f"frontend tools may not reuse the names of the operator's tools: {', '.join(clash)}"
         self.frontend_pause = {t.name for t in spec.frontend_tools if t.mode == "pause"}

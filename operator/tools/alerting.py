@@ -333,5 +333,13 @@ def alerting_toolset(
         tools=tools,
         instructions=_instructions([t.name for t in tools]) if tools else "",
         enabled=bool(tools),
+        summary="; ".join(
+            part
+            for part, served in (
+                ("firing alerts, rules", prometheus_url),
+                ("Alertmanager alerts, silences", alertmanager_url),
+            )
+            if served
+        ),
         read_only=True,
     )

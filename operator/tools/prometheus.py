@@ -333,4 +333,10 @@ def prometheus_toolset(
     instructions = _INSTRUCTIONS
     if scope is not None:
         instructions += "\n" + _SCOPED.format(label=scope.label, namespaces=", ".join(scope.namespaces))
-    return Toolset(name="prometheus", tools=tools, instructions=instructions, read_only=True)
+    return Toolset(
+        name="prometheus",
+        tools=tools,
+        instructions=instructions,
+        summary="PromQL, series, labels",
+        read_only=True,
+    )

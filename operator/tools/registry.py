@@ -28,7 +28,16 @@ from lestrade.operator.tools.runbooks import runbooks_toolset
 from lestrade.operator.tools.todo import todo_toolset
 from lestrade.operator.tools.write import write_toolset
 
-__all__ = ["default_registry"]
+__all__ = ["default_registry", "DEFERRED"]
+
+DEFERRED = frozenset({"todo", "findings", "prometheus", "alerting", "bash"})
+"""The built-in toolsets offered only once the model opens them (`tools.base`): every offered
+schema and its instructions are resent on every model call, and most investigations of a pod
+or a workload need none of a task list, past findings, PromQL, alert rules or a command line
+(bash's own advice is to prefer the kubectl_* tools; its rules are 200 tokens a call). Opening
+one costs a model call the run that needs it makes anyway. The Kubernetes tools and the
+runbooks stay offered from the start: nearly every investigation uses the first, and a
+matching runbook should be read before anything else."""
 
 
 def default_registry(
@@ -73,6 +82,8 @@ def default_registry(
     bash = bash_toolset(env=bash_env, kubeconfig=kubeconfig, cwd=tool_workdir, api_client=api_client)
     bash.enabled = enable_bash
     toolsets.append(bash)
+    for toolset in toolsets:
+        toolset.deferred = toolset.name in DEFERRED
     toolsets.append(
         write_toolset(write_api_client or api_client, enabled=enable_write_tools, namespaces=write_namespaces)
     )

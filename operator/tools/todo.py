@@ -92,5 +92,10 @@ def todo_toolset(state: TodoState | None = None) -> Toolset:
     return Toolset(
         name="todo",
         tools=[tool],
+        # The system prompt says this when TodoWrite is offered from the start; when the toolset
+        # is deferred, opening it answers with it.
+        instructions="Plan with TodoWrite and keep it current (in_progress, completed); answer only when "
+        "every item is completed or explained.",
+        summary="TodoWrite task list",
         read_only=True,  # the plan lives in the run's memory only: writing it again is harmless
     )

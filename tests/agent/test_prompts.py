@@ -134,7 +134,8 @@ def test_first_call_fits_the_budget_with_the_default_toolset() -> None:
     with ApiClient() as client:
         registry_ = default_registry(client, prometheus_url="http://127.0.0.1:9")
     assert len(registry_.enabled_tools()) >= 15
-    assert first_call_tokens(registry_, PromptConfig(enabled_prompts="")) <= 5_000
+    # 3,400 before #23 cut it; most of the cut is the toolsets offered only once opened.
+    assert first_call_tokens(registry_, PromptConfig(enabled_prompts="")) <= 1_500
 
 
 async def test_the_model_receives_the_switched_prompt(harness) -> None:

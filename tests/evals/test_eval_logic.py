@@ -19,7 +19,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "eval" / "scenarios"
 
 def _scenario(tmp_path: Path, body: str, cluster: str = "") -> Path:
     folder = tmp_path / "broken-thing"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "scenario.yaml").write_text(body)
     if cluster:
         (folder / "cluster.yaml").write_text(cluster)
@@ -290,3 +290,48 @@ def test_reports_compare_with_an_earlier_one() -> None:
     assert diff["pass_rate"] == [0.5, round(2 / 3, 4)]
     md = markdown_report(new, diff)
     assert "| a | oom | yes |" in md and "now failing: b" in md and "model-b" in md
+
+
+def _registry_as_in_the_suite():
+    from kubernetes.client import ApiClient, Configuration
+
+    from lestrade.operator.tools.registry import default_registry
+
+    config = Configuration()
+    config.host = "https://127.0.0.1:1"  # never contacted: building a registry makes no requests
+    return default_registry(ApiClient(config), prometheus_url="http://127.0.0.1:9")
+
+
+def test_a_plan_must_open_a_deferred_toolset_before_it_calls_its_tools(tmp_path) -> None:
+    """A scripted plan calling a tool the model was not offered yet measures a path no model
+    could take: the scenario fails (a deferred toolset is opened in an earlier turn)."""
+    from lestrade.evals.runner import unoffered_calls
+
+    registry = _registry_as_in_the_suite()
+    unopened = SPEC.replace(
+        "{tool: mcp_logs__search, args: {query: oom}}", "{tool: prometheus_instant_query, args: {query: up}}"
+    )
+    scenario = load_scenario(_scenario(tmp_path, unopened))
+    assert unoffered_calls(registry, scenario) == [
+        "ev-3 calls prometheus_instant_query, not offered yet (open its toolset in an earlier turn)"
+    ]
+    flagged = measure(scenario, _requests(("ev-1", "OOMKilled Limit: 64Mi")), [], call_ids=["ev-1"])
+    flagged.unoffered = unoffered_calls(registry, scenario)
+    assert not flagged.covered and "not offered yet" in recall_table([flagged])
+    opened_in_the_same_turn = unopened.replace(
+        "  - - {tool: prometheus_instant_query",
+        "    - {tool: open_toolset, args: {name: prometheus}}\n  - - {tool: prometheus_instant_query",
+    )
+    scenario = load_scenario(_scenario(tmp_path / "b", opened_in_the_same_turn))
+    assert unoffered_calls(registry, scenario) == []
+    assert "open_toolset" not in scripted_answer(scenario)  # an opening is no evidence
+
+
+def test_the_shipped_plans_open_what_they_use() -> None:
+    from lestrade.evals.runner import unoffered_calls
+
+    registry = _registry_as_in_the_suite()
+    problems = {s.name: unoffered_calls(registry, s) for s in load_scenarios(SCENARIOS)}
+    assert {name: p for name, p in problems.items() if p} == {}
+    opened = [s.name for s in load_scenarios(SCENARIOS) if any(c.tool == "open_toolset" for c in s.calls())]
+    assert len(opened) >= 10  # the prometheus and bash plans

@@ -628,4 +628,9 @@ def bash_toolset(
         keep="tail",
         read_only=read_only,
     )
-    return Toolset(name="bash", tools=[tool], instructions=_INSTRUCTIONS)
+    return Toolset(
+        name="bash",
+        tools=[tool],
+        instructions=_INSTRUCTIONS,
+        summary="kubectl | grep, awk, jq pipelines",
+    )

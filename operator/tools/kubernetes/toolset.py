@@ -40,13 +40,12 @@ _MAX_GREP = 200
 
 _INSTRUCTIONS = """\
 Kubernetes tools only read; kinds are kubectl names (po, deploy, svc, CRD plurals); Secret
-values are never shown. Start with kubectl_describe (container state, last termination such as
-OOMKilled or an exit code, restarts, events) or kubectl_events; kubectl_previous_logs shows the
-crash behind a restart. The logs tools read the crashed or restarting containers (else all;
-container= picks one), the last {digest_tail} lines as a digest: repeats counted with first/last
-times, errors and the last lines verbatim. raw=true gives the lines themselves (last {raw_tail}),
-grep= only lines containing it (any case), since= e.g. 15m. Incidents follow changes: ask
-what_changed early."""
+values are never shown. Start with kubectl_describe (state, last termination, restarts, events)
+or kubectl_events; kubectl_previous_logs shows the crash behind a restart. The logs tools read
+the crashed containers (else all; container= picks one), the last {digest_tail} lines as a
+digest: repeats counted with first/last times, errors and the last lines verbatim. raw=true: the
+lines themselves (last {raw_tail}); grep=: lines containing it (any case); since= e.g. 15m.
+Incidents follow changes: ask what_changed early."""
 
 S = {"type": "string"}
 KIND = {"type": "string"}
@@ -448,7 +447,7 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         FunctionTool(
             "kubectl_find_resource",
             "Resources in all namespaces whose `kubectl get -A -o wide --show-labels` row contains the "
-            "keyword (any case): a name, label, status (CrashLoopBackOff, Pending), image or node.",
+            "keyword (any case): name, label, status, image, node.",
             schema(["keyword"], keyword=S, kind={"type": "string", "description": "default: common kinds"}),
             k.find,
             lambda p: (
@@ -506,9 +505,9 @@ def kubernetes_toolset(api_client: ApiClient, *, namespaces: list[str] | None = 
         ),
         FunctionTool(
             "what_changed",
-            "Changes in a namespace (or for one workload), newest first: rollouts with their pod template "
-            "diff, scaling, edited ConfigMaps/Services/Ingresses/NetworkPolicies/HPAs/PDBs/RBAC (who, when, "
-            "which keys), node restarts.",
+            "Changes in a namespace (or one workload), newest first: rollouts with their template diff, "
+            "scaling, edited ConfigMaps, Services, Ingresses, NetworkPolicies, HPAs, PDBs, RBAC (who, when, which "
+            "keys), node restarts.",
             schema(
                 ["namespace"],
                 namespace=NS,

@@ -148,8 +148,9 @@ class RunSettings:
     warm_model_client: bool = True
     """Import litellm and prepare the configured models' client at start, in the background
     (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
-    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
-    defers it to the first run."""
+    price of litellm's memory (~90 MiB) in an idle operator; the health endpoint reports ready
+    only once it is warm (`readiness.py`). LESTRADE_WARM_MODEL_CLIENT=false defers it to the
+    first run (ready as soon as Kopf runs)."""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,19 @@ def test_starting_the_operator_imports_no_model_client_nor_tool_parsers() -> Non
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
+def test_the_early_model_client_import_pauses_the_garbage_collector_only_while_it_runs() -> None:
+    """`python -m lestrade.operator` starts litellm's import first thing, with Python's cyclic
+    collector paused (a fifth of the import's CPU); once it ends, the start's objects are frozen
+    and the collector runs again: never left paused, which would grow the operator for ever."""
+    probe = (
+        "import gc, sys, lestrade.operator.__main__ as m; thread = m.start_model_client_import(); "
+        "paused = not gc.isenabled(); thread.join(); "
+        "print(paused, gc.isenabled(), gc.get_freeze_count() > 0, 'litellm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split()[-4:] == ["True", "True", "True", "True"]
+
+
 def _health(url: str) -> tuple[int, Any] | None:
     """(status, body) of the operator's health endpoint; None while it does not serve yet."""
     try:

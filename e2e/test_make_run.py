@@ -180,6 +180,9 @@ def test_make_run_brings_everything_up_and_ctrl_c_cleans_up(running: Run) -> Non
         assert listing.returncode == 0, listing.stderr
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
         assert json.load(response)["status"] == "ready"
+    # "Lestrade is running" waited for the operator's model client too: the first chat pays only
+    # the model's own time (operator/readiness.py), not litellm's import.
+    assert "model client ready in" in (workdir / ".lestrade" / "logs" / "operator.log").read_text()
     # The README's HTTP quickstart: the model list, then a chat answered by the demo model.
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/model", timeout=10) as response:
         assert json.load(response)["model_name"]

@@ -37,8 +37,8 @@ def _current_kubeconfig() -> Path:
     return path
 
 
-def _python(module: str, log: Path, env: dict[str, str]) -> ManagedProcess:
-    return ManagedProcess(module, [sys.executable, "-m", module], log, env=env).start()
+def _python(module: str, log: Path, env: dict[str, str], *args: str) -> ManagedProcess:
+    return ManagedProcess(module, [sys.executable, "-m", module, *args], log, env=env).start()
 
 
 def _apiserver_port(env: dict[str, str]) -> int | None:
@@ -165,10 +165,14 @@ def run(state_dir: Path = STATE_DIR) -> int:
                 "lestrade: no LESTRADE_MODEL_LIST set: using the built-in DEMO model (scripted answers, not a real LLM)"
             )
 
-        children.append(_python("lestrade.operator", logs / "operator.log", env))
+        # Its health endpoint answers once its model client is warm (operator/readiness.py):
+        # "Lestrade is running" then means the first chat pays only the model's own time.
+        operator_health = f"http://127.0.0.1:{free_port()}/healthz"
+        children.append(_python("lestrade.operator", logs / "operator.log", env, "--liveness", operator_health))
         children.append(_python("lestrade.api", logs / "api.log", env))
         host, port = api_bind(env)
         wait_until("the API /readyz", lambda: http_ok(f"http://{host}:{port}/readyz"), 60, watch=children)
+        wait_until("the operator ready for work", lambda: http_ok(operator_health), 300, watch=children)
         from kubernetes import client as k8s_client
 
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:  # one client for every poll

@@ -10,34 +10,55 @@ share the work: each holds a Lease (`membership.py`) and runs the objects it cla
 Job mode) they are Kopf peers: the one that started first works, the others stand by and take
 over when its keep-alive expires (`--peering`, default: use the `lestrade` peering object when
 its CRD exists, else run standalone). `--liveness` serves Kopf's health
-endpoint for a liveness probe; `LESTRADE_METRICS_PORT` the Prometheus metrics (`metrics.py`).
+endpoint for the liveness and readiness probes (ready once the model client is warm:
+`readiness.py`); `LESTRADE_METRICS_PORT` the Prometheus metrics (`metrics.py`).
 """
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # `python -m lestrade.operator`, not an import (tests, the Job entrypoint)
-    # litellm's import (seconds of CPU) starts now, in a thread, before Kopf's and the
-    # Kubernetes client's: it then overlaps with them and with connecting and listing, and a
-    # resumed run's first model call no longer waits for all of it after ready (issue #28;
-    # `bench/restart_bench.py`). `agent/model.py`'s loader finds it done or waits for it.
-    import importlib
-    import threading
+import gc
+import importlib
+import threading
 
-    from lestrade.operator.base.settings import OperatorSettings
 
-    def _import_model_client() -> None:
+def start_model_client_import() -> threading.Thread:
+    """Starts litellm's import (seconds of CPU) in a thread: `python -m` does, first thing,
+    before Kopf's and the Kubernetes client's imports, so it overlaps with them and with
+    connecting and listing (issue #28; `bench/restart_bench.py`). `agent/model.py`'s loader
+    finds it done or waits for it; the health endpoint says ready once it is warm (`readiness.py`).
+
+    Python's cyclic garbage collector is paused until the import ends: it ran some 800 times
+    over the half a million objects the start creates (a fifth of the import's CPU), which are
+    modules, classes and tables that live as long as the process. They are then frozen
+    (`gc.freeze`: later collections skip them; the 3,000 start-up objects that were already
+    garbage stay, a one-time ~5 MiB, where collecting them first would cost a full collection,
+    0.3 s of CPU) and the collector runs again."""
+
+    def run() -> None:
         try:  # agent/model.py's MODEL_CLIENT_MODULES (third-party only: no import of ours races)
             importlib.import_module("litellm")
             importlib.import_module("openai.resources")
         except Exception:  # the first model call imports them again and reports why
             pass
+        finally:
+            gc.freeze()
+            gc.enable()
 
-    try:
-        _early = OperatorSettings.from_env().runs.warm_model_client
-    except Exception:  # main() reports the setting (or the model list) that is wrong
-        _early = False
-    if _early:
-        threading.Thread(target=_import_model_client, name="import litellm", daemon=True).start()
+    gc.disable()
+    thread = threading.Thread(target=run, name="import litellm", daemon=True)
+    thread.start()
+    return thread
+
+
+if __name__ == "__main__":  # `python -m lestrade.operator`, not an import (tests, the Job entrypoint)
+    from lestrade.operator.base.settings import OperatorSettings
+
+    try:  # read once per process: main() adds the command line's flags to these
+        _ENVIRONMENT: OperatorSettings | None = OperatorSettings.from_env()
+    except Exception:  # main() reads them again and reports the setting (or model list) that is wrong
+        _ENVIRONMENT = None
+    if _ENVIRONMENT is not None and _ENVIRONMENT.runs.warm_model_client:
+        start_model_client_import()
 
 import argparse
 import asyncio
@@ -64,11 +85,12 @@ from lestrade.operator.base.telemetry import configure_tracing
 from lestrade.operator.context import build_engine
 from lestrade.operator.delivery.watch import DeliveryWatch
 from lestrade.operator.handlers import OperatorContext, build_registry, configure_kopf
+from lestrade.operator.readiness import require_warm_model_client
 from lestrade.operator.replicas.membership import Membership
 from lestrade.operator.runs.idle import IdleWaker
 from lestrade.operator.runs.selection import configure_selection, crd_selects_phase
 
-__all__ = ["run_operator", "main", "default_priority"]
+__all__ = ["run_operator", "main", "default_priority", "start_model_client_import"]
 
 logger = logging.getLogger("lestrade.operator")
 
@@ -151,6 +173,8 @@ async def run_operator(
         standalone = True  # the replicas share the work: none of them may stand by
     ctx = OperatorContext.create(engine, membership)
     registry = build_registry(settings.jobs.enabled)
+    if warm is not None:  # ready = able to answer at full speed (readiness.py)
+        require_warm_model_client(registry, warm)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -235,9 +259,18 @@ async def _collect_identities(engine: Any) -> None:
         await asyncio.sleep(interval)  # a period, not a synchronization
 
 
+def _environment() -> OperatorSettings:
+    """The environment's settings, read once per process: `python -m` read them at the top of
+    this module, before anything else (they say whether to start litellm's import); else now.
+    Each reading reads the Job pod template and the model list files."""
+    early = globals().get("_ENVIRONMENT")
+    return early if isinstance(early, OperatorSettings) else OperatorSettings.from_env()
+
+
 def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) -> int:
     """The command line; `tools` replaces the product's tool registry (tests add their own)."""
-    defaults = OperatorSettings.from_env().process
+    environment = _environment()
+    defaults = environment.process
     parser = argparse.ArgumentParser(prog="python -m lestrade.operator", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--namespace",
@@ -293,7 +326,7 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
     for noisy in ("kopf.objects", "LiteLLM", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
 
-    settings = OperatorSettings.from_env(
+    settings = environment.with_overrides(
         process={
             "watch_namespaces": tuple(args.namespace) or None,
             "peering_lifetime": args.peering_lifetime,

@@ -49,7 +49,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +148,9 @@ class RunSettings:
     warm_model_client: bool = True
     """Import litellm and prepare the configured models' client at start, in the background
     (`agent/warmup.py`): resumed runs and the first chat then call the model at once, at the
-    price of litellm's memory (~90 MiB) in an idle operator. LESTRADE_WARM_MODEL_CLIENT=false
-    defers it to the first run."""
+    price of litellm's memory (~90 MiB) in an idle operator; the health endpoint reports ready
+    only once it is warm (`readiness.py`). LESTRADE_WARM_MODEL_CLIENT=false defers it to the
+    first run (ready as soon as Kopf runs)."""
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,30 @@ _GROUPS: dict[str, type] = {
 }
 
 
+def _given(group: str, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The overrides of `group` that set something (None keeps the setting); unknown names refused."""
+    if group not in _GROUPS:
+        raise TypeError(f"no settings group {group!r}: the groups are {', '.join(_GROUPS)}")
+    unknown = set(values or {}) - {f.name for f in fields(_GROUPS[group])}
+    if unknown:
+        raise TypeError(f"settings group {group!r} has no {', '.join(sorted(unknown))}")
+    return {k: v for k, v in (values or {}).items() if v is not None}
+
+
+def _check(runs: Mapping[str, Any], replicas: Mapping[str, Any], jobs: Mapping[str, Any]) -> None:
+    """Refuses settings that contradict each other, naming the variable to change."""
+    if runs["concurrency"] < 1:
+        raise ValueError("LESTRADE_MAX_CONCURRENT_RUNS must be at least 1")
+    if replicas["mode"] not in ("standby", "shared"):
+        raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {replicas['mode']!r}")
+    if replicas["mode"] == "shared" and jobs["enabled"]:
+        raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
+    if not (0 < replicas["lease_renew_interval"] < replicas["lease_renew_deadline"] < replicas["lease_duration"]):
+        raise ValueError(
+            "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < LESTRADE_LEASE_DURATION is required"
+        )
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
     """Every setting of the operator, grouped by what it governs (as kopf groups its own)."""
@@ -449,23 +474,9 @@ class OperatorSettings:
             "telemetry": {"metrics_port": int(env.get("LESTRADE_METRICS_PORT") or "0")},
         }
         for group, values in overrides.items():
-            if group not in _GROUPS:
-                raise TypeError(f"no settings group {group!r}: the groups are {', '.join(_GROUPS)}")
-            unknown = set(values or {}) - {f.name for f in fields(_GROUPS[group])}
-            if unknown:
-                raise TypeError(f"settings group {group!r} has no {', '.join(sorted(unknown))}")
-            groups[group].update({k: v for k, v in (values or {}).items() if v is not None})
-        runs, replicas = groups["runs"], groups["replicas"]
-        if runs["concurrency"] < 1:
-            raise ValueError("LESTRADE_MAX_CONCURRENT_RUNS must be at least 1")
-        if replicas["mode"] not in ("standby", "shared"):
-            raise ValueError(f"LESTRADE_REPLICAS must be standby or shared, not {replicas['mode']!r}")
-        if replicas["mode"] == "shared" and groups["jobs"]["enabled"]:
-            raise ValueError("LESTRADE_REPLICAS=shared does not work with Job mode (use standby)")
-        if not (0 < replicas["lease_renew_interval"] < replicas["lease_renew_deadline"] < replicas["lease_duration"]):
-            raise ValueError(
-                "LESTRADE_LEASE_RENEW_INTERVAL < LESTRADE_LEASE_RENEW_DEADLINE < LESTRADE_LEASE_DURATION is required"
-            )
+            given = _given(group, values)  # first: refuses an unknown group or field
+            groups[group].update(given)
+        _check(groups["runs"], groups["replicas"], groups["jobs"])
         return cls(
             **{name: _GROUPS[name](**values) for name, values in groups.items()},
             pod_name=env.get("POD_NAME") or None,
@@ -473,3 +484,14 @@ class OperatorSettings:
             models=load_model_list(env=env),
             tracing={k: v for k, v in env.items() if k.startswith("OTEL_")},
         )
+
+    def with_overrides(self, **overrides: Mapping[str, Any] | None) -> OperatorSettings:
+        """These settings with `overrides` (per group, as `from_env` takes them; a None value
+        keeps the setting), checked as `from_env` checks them: the command line's flags on
+        the environment read once, without reading the Job pod template and model list again."""
+        changed = {}
+        for group, values in overrides.items():
+            given = _given(group, values)  # first: refuses an unknown group or field
+            changed[group] = replace(getattr(self, group), **given)
+        _check(*(vars(changed.get(name, getattr(self, name))) for name in ("runs", "replicas", "jobs")))
+        return replace(self, **changed)

@@ -164,7 +164,7 @@ def test_probes_resources_and_spread() -> None:
     health = next(a for a in operator["args"] if a.startswith("--liveness="))
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
     assert health == f"--liveness=http://0.0.0.0:{ports['health']}/healthz"
-    for probe in ("livenessProbe", "readinessProbe"):
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert operator[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert api["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert api["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}

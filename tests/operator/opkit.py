@@ -254,6 +254,7 @@ class OperatorThread:
                     models=self.models,
                     api_client=api_client,
                     tools=self.tools,
+                    liveness_endpoint=self.settings.process.liveness,  # `process_liveness=`
                     stop_flag=self._stop,
                     ready_flag=self._ready,
                     **({"session_factory": self.session_factory} if self.session_factory else {}),

@@ -402,16 +402,18 @@ def _mask_key_values(text: str) -> str:
             out.append(text[pos : m.end()])
             pos = m.end()
             continue
+        # (eq, eval, dq, dval, sq, sval, val): one call, not one per group (this runs per pair)
+        eq, _, dq, _, sq, _, val = value.groups()
         raw = value.group(value.lastindex or 0)
-        quote = value.group("eq") or value.group("dq") or value.group("sq") or ""
+        quote = eq or dq or sq or ""
         head = text[pos : m.end()]
-        if value.group("val") is not None and _BLOCK_INDICATOR.match(text, m.end()):
-            end = _yaml_block_end(text, _BLOCK_INDICATOR.match(text, m.end()).end(), m.start())  # type: ignore[union-attr]
+        if val is not None and val[0] in "|>" and (block := _BLOCK_INDICATOR.match(text, m.end())):
+            end = _yaml_block_end(text, block.end(), m.start())
             if end is not None:
-                out.append(f"{head}{value.group('val')} {REDACTED}")
+                out.append(f"{head}{val} {REDACTED}")
                 pos = end
                 continue
-        unquoted_size = value.group("val") is not None and text.startswith(" bytes", value.end())
+        unquoted_size = val is not None and text.startswith(" bytes", value.end())
         message = not quote and _MESSAGE_VALUE.match(text, value.start(value.lastindex or 0)) is not None
         if _safe_value(raw or "") or unquoted_size or message:  # `password:  7 bytes` is kubectl describe's size
             out.append(text[pos : value.end()])

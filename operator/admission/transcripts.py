@@ -21,6 +21,12 @@ label (before or after the change) allows a create, update or delete only to
 Users write their history through the API or `spec.turns`, never as chunks; the author
 exception only keeps a chunk someone could write harmless instead of forbidden for everyone.
 CEL inside the apiserver like the other policies: no webhook, nothing that can be down.
+
+What it leaves: whoever RBAC gives wildcard rights in the namespace (`resources: ["*"]`,
+cluster admins) is a transcript writer; a user with ConfigMap create rights can take the
+(predictable) name of a run's next chunk with a chunk of their own, which nobody reads but
+which stops the run's next write (denial of service, no change of history); with the policy
+not installed (`admissionPolicy.enabled: false`) only RBAC guards the chunks.
 """
 
 from __future__ import annotations

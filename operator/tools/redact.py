@@ -202,6 +202,13 @@ _MESSAGE_VALUE = re.compile(
     r"expired|invalid|missing|not found|unauthorized|forbidden|timed out)[ \t]+[a-z])",
     re.IGNORECASE,
 )
+_MESSAGE_FIRST = frozenset("12345ufcedimntUFCEDIMNT\u0130\u0131")
+"""What `_MESSAGE_VALUE` can start with (its words' first letters, the Unicode forms IGNORECASE
+also takes for `i`): the regular expression runs only there, not once per credential pair."""
+
+
+def _is_message(text: str, pos: int) -> bool:
+    return text[pos : pos + 1] in _MESSAGE_FIRST and _MESSAGE_VALUE.match(text, pos) is not None
 
 
 def _safe_value(value: str) -> bool:
@@ -414,7 +421,7 @@ def _mask_key_values(text: str) -> str:
                 pos = end
                 continue
         unquoted_size = val is not None and text.startswith(" bytes", value.end())
-        message = not quote and _MESSAGE_VALUE.match(text, value.start(value.lastindex or 0)) is not None
+        message = not quote and _is_message(text, value.start(value.lastindex or 0))
         if _safe_value(raw or "") or unquoted_size or message:  # `password:  7 bytes` is kubectl describe's size
             out.append(text[pos : value.end()])
             pos = value.end()
@@ -506,7 +513,7 @@ def _mask_prose(m: re.Match[str]) -> str:
     if m.string.startswith(" bytes", m.end()):  # `password  7 bytes`: kubectl describe's size
         return m.group(0)
     if not quoted:
-        if _MESSAGE_VALUE.match(m.string, m.start(3)):  # `token: 401 Unauthorized`
+        if _is_message(m.string, m.start(3)):  # `token: 401 Unauthorized`
             return m.group(0)
         connected = not gap.isspace()  # a connecting word (`is`, `set to`, `=`) after the blanks
         if not connected and _PLAIN_WORD.fullmatch(val) and not any(c.isupper() for c in val[1:]):

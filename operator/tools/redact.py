@@ -686,9 +686,11 @@ def redact(text: str, limit: int = MAX_REDACT_CHARS) -> str:
     text = _AUTH_HEADER.sub(lambda m: m.group(0) if _safe_value(m.group(2)) else f"{m.group(1)}{REDACTED}", text)
     text = _PROSE.sub(_mask_prose, text)  # before netrc's `login x password y`, which reads `is` as y
     text = _mask_cli_and_netrc(text)
-    for pattern in (_YAML_ENV, _JSON_ENV, _JSON_ENV_REVERSED, _XML_ATTR_PAIR, _FLOW_ENV):
-        text = pattern.sub(_mask_named_value, text)
-    text = _XML_ELEMENT.sub(_mask_xml_element, text)
+    if "value" in text:  # every name/value shape spells it
+        for pattern in (_YAML_ENV, _JSON_ENV, _JSON_ENV_REVERSED, _XML_ATTR_PAIR, _FLOW_ENV):
+            text = pattern.sub(_mask_named_value, text)
+    if "</" in text:
+        text = _XML_ELEMENT.sub(_mask_xml_element, text)
     text = _mask_describe_data(text)
     text = _mask_key_values(text)
     text = _FLAG_NEXT.sub(_mask_flag_next, text)

@@ -65,7 +65,8 @@ class TranscriptCache:
         if entry is None or entry[0] != version:
             ref = view_of(obj).ref
             task = asyncio.create_task(
-                Transcript(self._kube, ref.namespace, ref.owner).load(), name=f"transcript {ref.name}"
+                Transcript(self._kube, ref.namespace, ref.owner, requester=ref.requester).load(),
+                name=f"transcript {ref.name}",
             )
             task.add_done_callback(lambda done: self._forget_failed(uid, done))
             entry = self._entries[uid] = (version, task)

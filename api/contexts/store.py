@@ -38,7 +38,7 @@ from lestrade.context.window import Window, plan_window, policy_of
 from lestrade.kube import ApiException, Kube, api_path, is_conflict, is_not_found, resource_path
 from lestrade.resources import API_VERSION, CONVERSATION_KIND, CONVERSATION_PLURAL
 from lestrade.resources.conversation import ContextSettings
-from lestrade.resources.keys import CONTEXT_LABEL
+from lestrade.resources.keys import CONTEXT_LABEL, REQUESTED_BY_ANNOTATION
 from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION as UPDATED_ANNOTATION
 from lestrade.resources.keys import CONTEXT_WRITE_ANNOTATION as WRITE_ANNOTATION
 from lestrade.runs.records import CompactionRecord, MessageRecord
@@ -50,6 +50,7 @@ from lestrade.runs.transcript import (
     TranscriptState,
     chunk_name,
     decode_chunks,
+    owned_chunks,
 )
 from lestrade.runs.views import ConversationView
 from lestrade.timefmt import now_iso
@@ -142,10 +143,9 @@ class ContextStore:
             api_path("v1", "configmaps", self.namespace),
             labelSelector=f"{TRANSCRIPT_LABEL}={obj['metadata']['uid']}",
         )
-        chunks = sorted(
-            found.get("items") or [],
-            key=lambda cm: int((cm["metadata"].get("labels") or {}).get(CHUNK_LABEL, "0")),
-        )
+        # Chunks another user wrote (signed with their name by admission) are nobody's history.
+        requester = (obj["metadata"].get("annotations") or {}).get(REQUESTED_BY_ANNOTATION)
+        chunks = [dict(cm) for cm in owned_chunks(found.get("items") or [], requester)]
         # Decoding is the costly part of a long log (about 35 ms per 1,000 records): a state is
         # decoded once per set of chunk versions and shared by the reads that follow.
         key = tuple((cm["metadata"]["name"], cm["metadata"].get("resourceVersion")) for cm in chunks)
@@ -384,11 +384,15 @@ class ContextStore:
         """Appends the record `make(stored)` builds to the transcript, as the next record, with
         optimistic concurrency; returns the context as it was just before, and the record.
 
-        The transcript's chunks are the API's own storage (ConfigMaps nobody else writes), so
-        the caller's right to change this history is asked of the cluster first, as the caller:
-        `writer` (the caller, impersonated) stamps the Conversation (`context-write`, a new value),
-        which RBAC (patch conversations) and the requester admission policy (only the
-        creator changes a Conversation's history) judge like any change of the caller's."""
+        The transcript's chunks are Lestrade's own storage, so the caller's right to change
+        this history is asked of the cluster first, as the caller: `writer` (the caller,
+        impersonated) stamps the Conversation (`context-write`, a new value), which RBAC (patch
+        conversations) and the requester admission policy (only the creator changes a
+        Conversation's history) judge like any change of the caller's. Only then does the API
+        write the chunk, with its own identity: writing as the caller would need every
+        context-store user to hold create/patch on the namespace's ConfigMaps. The transcript
+        admission policy (`lestrade.operator.admission.transcripts`) keeps everyone but Lestrade
+        from writing chunks directly, and `owned_chunks` ignores chunks other users signed."""
         if if_version is not None:
             self._check(name, await self.read(name), if_version)  # a stale guard fails without queueing
         await self._stamp(name, writer or self.kube)

@@ -335,7 +335,9 @@ async def ask(session: Session, args: argparse.Namespace) -> ExitCode:
 async def transcript(session: Session, args: argparse.Namespace) -> ExitCode:
     plural, obj = await session.resolve(args.name)
     async with spinner("reading the transcript"):
-        state = await Transcript(session.kube, session.namespace, view_of(obj).ref.owner).load()
+        state = await Transcript(
+            session.kube, session.namespace, view_of(obj).ref.owner, requester=view_of(obj).ref.requester
+        ).load()
     items = timeline(state)
     if args.output:
         dump({"summary": run_summary(obj), "timeline": items}, args.output)

@@ -78,7 +78,9 @@ async def follow(
 
     async def catch_up(obj: dict[str, Any]) -> Outcome | None:
         nonlocal shown, announced
-        state = await Transcript(session.kube, session.namespace, view_of(obj).ref.owner).load()
+        state = await Transcript(
+            session.kube, session.namespace, view_of(obj).ref.owner, requester=view_of(obj).ref.requester
+        ).load()
         since = turn_start(state, turn) if obj.get("kind") == CONVERSATION_KIND else 0
         for item in timeline(state, since):
             if item["seq"] > shown:

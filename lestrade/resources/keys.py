@@ -37,6 +37,9 @@ TRANSCRIPT_LABEL: Final = "lestrade.dev/transcript-of"
 """On a transcript chunk (ConfigMap): the uid of the run it belongs to."""
 TRANSCRIPT_CHUNK_LABEL: Final = "lestrade.dev/transcript-chunk"
 """On a transcript chunk: its index, so the chunks are read in order."""
+TRANSCRIPT_AUTHOR_ANNOTATION: Final = "lestrade.dev/transcript-author"
+"""On a transcript chunk a user wrote (not Lestrade): that user, kept truthful by admission;
+readers take such a chunk only into the history of a run that same user created."""
 
 # -- the context store (reference 004) ---------------------------------------------------------
 CONTEXT_LABEL: Final = "lestrade.dev/context"

@@ -66,8 +66,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from lestrade.kube import Kube, api_path, is_conflict
+from lestrade.resources.keys import TRANSCRIPT_AUTHOR_ANNOTATION, TRANSCRIPT_LABEL
 from lestrade.resources.keys import TRANSCRIPT_CHUNK_LABEL as CHUNK_LABEL
-from lestrade.resources.keys import TRANSCRIPT_LABEL
 from lestrade.runs.records import (
     CompactionRecord,
     DecisionRecord,
@@ -90,6 +90,7 @@ __all__ = [
     "Transcript",
     "decode_chunks",
     "chunk_name",
+    "owned_chunks",
 ]
 
 DEFAULT_CHUNK_LIMIT = 512 * 1024
@@ -214,6 +215,24 @@ class TranscriptState:
         return self.records[seq:]
 
 
+def owned_chunks(items: Iterable[Mapping[str, Any]], requester: str | None) -> list[Mapping[str, Any]]:
+    """The chunks (ConfigMaps listed by the owner's uid label) that are this run's history, in
+    order: Lestrade's own (no author annotation), and those whose author is the run's creator
+    `requester`. A chunk someone else wrote — the transcript admission policy makes them sign
+    it with their own name — is not part of anybody's history; nor is one without a numeric
+    chunk index."""
+    kept: list[tuple[int, Mapping[str, Any]]] = []
+    for cm in items:
+        meta = cm.get("metadata") or {}
+        author = (meta.get("annotations") or {}).get(TRANSCRIPT_AUTHOR_ANNOTATION)
+        if author is not None and (not requester or author != requester):
+            continue
+        index = str((meta.get("labels") or {}).get(CHUNK_LABEL, ""))
+        if index.isdigit():
+            kept.append((int(index), cm))
+    return [cm for _, cm in sorted(kept, key=lambda pair: pair[0])]
+
+
 def decode_chunks(chunks: Iterable[Mapping[str, str]]) -> TranscriptState:
     """Decodes the `data` maps of a transcript's chunks (in chunk order) into its records."""
     parts: dict[int, dict[int, str]] = {}
@@ -251,9 +270,12 @@ class Transcript:
         owner: Mapping[str, str],
         *,
         chunk_limit: int = DEFAULT_CHUNK_LIMIT,
+        requester: str | None = None,
     ) -> None:
-        """`owner` is {apiVersion, kind, name, uid} of the owning resource."""
+        """`owner` is {apiVersion, kind, name, uid} of the owning resource, `requester` its
+        creator (`ObjectRef.requester`): chunks another user wrote are not read."""
         self._kube = kube
+        self._requester = requester
         self._namespace = namespace
         self._owner = dict(owner)
         self._limit = max(chunk_limit, 4096)
@@ -283,10 +305,7 @@ class Transcript:
     async def load(self) -> TranscriptState:
         """Reads every chunk of the owner's transcript (empty state when there is none)."""
         found = await self._kube.get(self._base, labelSelector=f"{TRANSCRIPT_LABEL}={self._owner['uid']}")
-        items = sorted(
-            found.get("items", []),
-            key=lambda cm: int(cm["metadata"].get("labels", {}).get(CHUNK_LABEL, "0")),
-        )
+        items = owned_chunks(found.get("items", []), self._requester)
         datas = [cm.get("data") or {} for cm in items]
         self.state = decode_chunks(datas)
         self.chunks = [cm["metadata"]["name"] for cm in items]

@@ -31,6 +31,7 @@ from lestrade.resources.constants import (
 )
 from lestrade.resources.conversation import ConversationSpec
 from lestrade.resources.investigation import InvestigationSpec
+from lestrade.resources.keys import REQUESTED_BY_ANNOTATION
 from lestrade.timefmt import parse_time
 
 __all__ = ["ObjectRef", "RunView", "InvestigationView", "ConversationView", "view_of", "KINDS"]
@@ -47,6 +48,8 @@ class ObjectRef:
     name: str
     uid: str
     generation: int | None = None
+    requester: str | None = None
+    """Who created it (`lestrade.dev/requested-by`): whose history its transcript is."""
 
     @property
     def owner(self) -> dict[str, str]:
@@ -76,6 +79,7 @@ class RunView:
             meta["name"],
             meta["uid"],
             meta.get("generation"),
+            (meta.get("annotations") or {}).get(REQUESTED_BY_ANNOTATION),
         )
         self.status: dict[str, Any] = dict(body.get("status") or {})
         self.decisions: dict[str, Any] = dict((body.get("spec") or {}).get("decisions") or {})

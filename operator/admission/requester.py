@@ -13,7 +13,8 @@
   creator, since every turn runs with the creator's scope, and any change of its history or
   context settings (`spec.context`, `spec.tombstoned`, the context store's
   `context-updated-at` / `context-write` stamps, which the API writes as the caller before each
-  transcript append or compaction) likewise.
+  transcript append or compaction) likewise. The transcript chunks themselves (ConfigMaps)
+  are guarded by the policy of `transcripts.py`, installed with this one.
 
 Both are CEL inside the apiserver: no webhook, nothing that can be down. The API writes as the
 HTTP caller (impersonation), so the caller, not the API, is recorded.
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
+from lestrade.operator.admission.transcripts import transcript_manifests
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION, CONTEXT_WRITE_ANNOTATION
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
@@ -149,7 +151,7 @@ def validating_manifests() -> list[dict[str, Any]]:
         "metadata": {"name": POLICY_NAME, "labels": _LABELS},
         "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
     }
-    return [policy, binding]
+    return [policy, binding, *transcript_manifests()]
 
 
 def mutating_manifests() -> list[dict[str, Any]]:

@@ -138,7 +138,11 @@ class _Attempt:
         self.projection = projection_for(self.writer, view)
         self.recorder = EventRecorder(engine.kube, self.ref.involved, engine.component, engine.settings.pod_name)
         self.transcript = Transcript(
-            engine.kube, self.ref.namespace, self.ref.owner, chunk_limit=engine.settings.status.transcript_chunk_bytes
+            engine.kube,
+            self.ref.namespace,
+            self.ref.owner,
+            chunk_limit=engine.settings.status.transcript_chunk_bytes,
+            requester=self.ref.requester,
         )
         self.demo = False
         self.frontend_pause: set[str] = set()

@@ -229,6 +229,7 @@ class Supervisor:
             view.ref.namespace,
             view.ref.owner,
             chunk_limit=self.engine.settings.status.transcript_chunk_bytes,
+            requester=view.ref.requester,
         )
         state = await transcript.load()
         projection = projection_for(writer_for(self.engine, view), view)
@@ -265,7 +266,7 @@ class Supervisor:
                 writer.set(message=waiting)
         applied = self.engine.applied_decisions.get(view.ref.uid)
         if applied is None:
-            transcript = Transcript(self.engine.kube, view.ref.namespace, view.ref.owner)
+            transcript = Transcript(self.engine.kube, view.ref.namespace, view.ref.owner, requester=view.ref.requester)
             applied = (await transcript.load()).decisions
             self.engine.applied_decisions[view.ref.uid] = applied
         problems = judge_decisions(view, applied)

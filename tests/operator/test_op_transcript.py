@@ -67,3 +67,27 @@ async def test_transcript_is_chunked_owned_and_reloads_losslessly(
     again = await Transcript(kube, namespace, _owner(inv), chunk_limit=limit).load()
     assert again.messages == [*messages, {"role": "user", "content": "and one more thing"}]
     await kube.aclose()
+
+
+def test_readers_take_only_lestrades_chunks_and_the_creators_own() -> None:
+    """A chunk signed by another user (admission makes a user sign with their own name) is
+    nobody's history; neither is a chunk without a numeric index (it cannot be ordered)."""
+    from lestrade.resources.keys import TRANSCRIPT_AUTHOR_ANNOTATION
+    from lestrade.runs.transcript import CHUNK_LABEL, owned_chunks
+
+    def chunk(name: str, index: str, author: str | None = None) -> dict[str, Any]:
+        annotations = {TRANSCRIPT_AUTHOR_ANNOTATION: author} if author is not None else {}
+        return {"metadata": {"name": name, "labels": {CHUNK_LABEL: index}, "annotations": annotations}}
+
+    items = [
+        chunk("ours-1", "1"),
+        chunk("mallorys", "2", "mallory"),
+        chunk("ours-0", "0"),
+        chunk("alices", "3", "alice"),
+        chunk("unordered", "x"),
+        chunk("empty-author", "4", ""),
+    ]
+    names = lambda found: [c["metadata"]["name"] for c in found]  # noqa: E731
+    assert names(owned_chunks(items, "alice")) == ["ours-0", "ours-1", "alices"]
+    assert names(owned_chunks(items, None)) == ["ours-0", "ours-1"]
+    assert names(owned_chunks(items, "mallory")) == ["ours-0", "ours-1", "mallorys"]

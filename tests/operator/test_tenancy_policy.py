@@ -147,6 +147,11 @@ def test_the_chart_renders_the_grants_the_operator_reads(tmp_path: Path) -> None
     assert env["LESTRADE_SCOPES_NAMESPACE"] == "r-lestrade-scopes"
     assert env["LESTRADE_SCOPE_POLICY"] == "ops/r-lestrade-scope-policy"
     assert env["LESTRADE_TOOLS_READ_ROLE"] == "r-lestrade-tools-read"
+    # the transcript admission policy lets only holders of this (pseudo-resource) grant write chunks
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "r-lestrade-operator")
+    assert {"apiGroups": ["lestrade.dev"], "resources": ["transcripts"], "verbs": ["create", "update", "delete"]} in (
+        role["rules"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -113,6 +114,57 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     ).stdout
 
 
+def cpu_seconds(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of `lestrade run` and every process under it, by what
+    it is: the operator, the API, kube-apiserver, etcd, ... (a figure the machine's other load
+    inflates less than the wall time)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            rest = stat.read_text().rsplit(")", 1)[1].split()
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue  # a process that ended meanwhile
+        args = [a.decode(errors="replace") for a in argv if a]
+        text = " ".join(args)
+        name = next((n for n in ("operator", "api") if f"lestrade.{n}" in text), Path(args[0]).name if args else "?")
+        stats[int(stat.parent.name)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / tick, name)
+    out: dict[str, float] = {}
+    for pid, (_, seconds, name) in stats.items():
+        ancestor = pid
+        while ancestor in stats and ancestor != root:
+            ancestor = stats[ancestor][0]
+        if ancestor == root:
+            out[name] = out.get(name, 0.0) + seconds
+    return out
+
+
+def timeline(kubeconfig: Path) -> dict[str, list[float]]:
+    """Per run: seconds from its creation to its start, and from its start to its end."""
+    from datetime import datetime
+
+    items = json.loads(kubectl(kubeconfig, "get", "inv", "-n", NAMESPACE, "-o", "json"))["items"]
+
+    def at(value: str) -> float:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+    waits, runs = [], []
+    for item in items:
+        status = item.get("status") or {}
+        if status.get("startTime") and status.get("completionTime"):
+            waits.append(at(status["startTime"]) - at(item["metadata"]["creationTimestamp"]))
+            runs.append(at(status["completionTime"]) - at(status["startTime"]))
+    return {"wait": sorted(waits), "run": sorted(runs)}
+
+
+def spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+    return f"median {pick(0.5):.1f} s, p90 {pick(0.9):.1f} s, max {values[-1]:.1f} s"
+
+
 def manifests(count: int) -> str:
     docs = [
         {
@@ -126,7 +178,7 @@ def manifests(count: int) -> str:
     return yaml.safe_dump_all(docs)
 
 
-def through_make_run(server: ModelServerProcess, name: str, count: int, folder: Path) -> dict[str, float]:
+def through_make_run(server: ModelServerProcess, name: str, count: int, folder: Path) -> dict[str, Any]:
     models = folder / "models.yaml"
     models.write_text(yaml.safe_dump({name: server.litellm_params(name)}))
     api_port = free_port()
@@ -191,6 +243,7 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+        cpu_before = cpu_seconds(proc.pid)
         started = time.perf_counter()
         kubectl(kubeconfig, "apply", "-f", "-", stdin=text)
         applied = time.perf_counter() - started
@@ -207,10 +260,12 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
             # Polling kubectl, a bench's own clock (not a test's synchronization); each poll is a
             # kubectl process listing every run, so not so often that it takes the operator's CPU.
             time.sleep(1.0)
+        cpu_after = cpu_seconds(proc.pid)
+        cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items() if v - cpu_before.get(k, 0.0) >= 0.05}
         failed = phases.count("Failed")
         if spy is not None:
             spy.wait(timeout=200)
-        return {"apply": applied, "wall": wall, "failed": failed}
+        return {"apply": applied, "wall": wall, "failed": failed, "cpu": cpu, **timeline(kubeconfig)}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -228,6 +283,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="makerun-burst-"))
     name = "makerun-burst"
     server = ModelServerProcess([scenario(name)], folder)
+    load_before = f"{os.getloadavg()[0]:.1f}"
     try:
         floor = asyncio.run(bare_floor(server, name, args.count))
         run = through_make_run(server, name, args.count, folder)
@@ -242,6 +298,12 @@ def main() -> int:
     print(
         f"  kubectl apply -> all finished:                   {run['wall']:6.1f} s "
         f"(apply itself {run['apply']:.1f} s; failed {int(run['failed'])})"
+    )
+    print(f"  each run, creation to start: {spread(run['wait'])}; start to end: {spread(run['run'])}")
+    cpu = sorted(run["cpu"].items(), key=lambda kv: -kv[1])
+    print("  CPU seconds during the burst: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu))
+    print(
+        f"  load average before/after: {load_before} / {os.getloadavg()[0]:.1f} (2 cores; other work inflates the times)"
     )
     verdict = "met" if ratio <= TARGET else "NOT met"
     print(f"  ratio to the floor: {ratio:.1f}x (target <= {TARGET}x: {verdict}; goal <= {GOAL}x)")

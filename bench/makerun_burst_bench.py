@@ -140,6 +140,22 @@ def cpu_seconds(root: int) -> dict[str, float]:
     return out
 
 
+def apiserver_requests(kubeconfig: Path) -> dict[str, float]:
+    """`apiserver_request_total` by verb and resource (subresource): what the apiserver served."""
+    import re
+
+    out: dict[str, float] = {}
+    for line in kubectl(kubeconfig, "get", "--raw", "/metrics").splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        key = f"{labels.get('verb')} {labels.get('resource')}" + (
+            f"/{labels['subresource']}" if labels.get("subresource") else ""
+        )
+        out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def timeline(kubeconfig: Path) -> dict[str, list[float]]:
     """Per run: seconds from its creation to its start, and from its start to its end."""
     from datetime import datetime
@@ -244,13 +260,17 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
                 stderr=subprocess.DEVNULL,
             )
         cpu_before = cpu_seconds(proc.pid)
+        requests_before = apiserver_requests(kubeconfig)
         started = time.perf_counter()
         kubectl(kubeconfig, "apply", "-f", "-", stdin=text)
         applied = time.perf_counter() - started
         deadline = time.monotonic() + 900
         while True:
-            out = kubectl(kubeconfig, "get", "inv", "-n", NAMESPACE, "-o", "jsonpath={.items[*].status.phase}")
-            phases = out.split()
+            # The server's table (what `kubectl get inv` prints; Phase is its second column), not
+            # the objects: a JSON list of 200 runs each second cost the apiserver more CPU than
+            # any one part of the burst it measures.
+            out = kubectl(kubeconfig, "get", "inv", "-n", NAMESPACE, "--no-headers")
+            phases = [line.split()[1] for line in out.splitlines() if len(line.split()) > 1]
             done = sum(p in ("Succeeded", "Failed") for p in phases)
             if done >= count:
                 wall = time.perf_counter() - started
@@ -261,11 +281,13 @@ def through_make_run(server: ModelServerProcess, name: str, count: int, folder: 
             # kubectl process listing every run, so not so often that it takes the operator's CPU.
             time.sleep(1.0)
         cpu_after = cpu_seconds(proc.pid)
+        requests_after = apiserver_requests(kubeconfig)
+        served = {k: v - requests_before.get(k, 0.0) for k, v in requests_after.items()}
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items() if v - cpu_before.get(k, 0.0) >= 0.05}
         failed = phases.count("Failed")
         if spy is not None:
             spy.wait(timeout=200)
-        return {"apply": applied, "wall": wall, "failed": failed, "cpu": cpu, **timeline(kubeconfig)}
+        return {"apply": applied, "wall": wall, "failed": failed, "cpu": cpu, "served": served, **timeline(kubeconfig)}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -302,6 +324,11 @@ def main() -> int:
     print(f"  each run, creation to start: {spread(run['wait'])}; start to end: {spread(run['run'])}")
     cpu = sorted(run["cpu"].items(), key=lambda kv: -kv[1])
     print("  CPU seconds during the burst: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu))
+    served = sorted(((k, v) for k, v in run["served"].items() if v >= args.count / 4), key=lambda kv: -kv[1])
+    print(
+        f"  apiserver requests during the burst (>= {args.count // 4}): "
+        + ", ".join(f"{name} {int(n)}" for name, n in served)
+    )
     print(
         f"  load average before/after: {load_before} / {os.getloadavg()[0]:.1f} (2 cores; other work inflates the times)"
     )

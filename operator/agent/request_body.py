@@ -18,7 +18,7 @@ other body goes through the SDK's own walk.
 from __future__ import annotations
 
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import typing_extensions
@@ -81,7 +81,9 @@ def plain_json(value: Any) -> bool:
     return True
 
 
-def _skipping(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+def _skipping(
+    original: Callable[[Any, Any], Coroutine[Any, Any, Any]],
+) -> Callable[[Any, Any], Coroutine[Any, Any, Any]]:
     from openai._utils import is_given  # noqa: PLC0415
 
     async def transform(data: Any, expected_type: Any) -> Any:
@@ -100,4 +102,4 @@ def install() -> None:
     from openai.resources.chat.completions import completions  # noqa: PLC0415
 
     if not getattr(completions.async_maybe_transform, _MARK, False):
-        completions.async_maybe_transform = _skipping(completions.async_maybe_transform)
+        setattr(completions, "async_maybe_transform", _skipping(completions.async_maybe_transform))  # noqa: B010

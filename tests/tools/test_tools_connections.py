@@ -91,7 +91,7 @@ async def test_many_runs_read_through_a_few_kept_alive_connections(relayed, api_
     core = k8s.CoreV1Api(api_client)
     core.create_namespaced_secret(
         namespace,
-        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="db-creds"), string_data={"password": SECRET_VALUE}),
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="relay-creds"), string_data={"password": SECRET_VALUE}),
     )
     threads_before = {t.name for t in threading.enumerate()}
 
@@ -117,7 +117,7 @@ async def test_many_runs_read_through_a_few_kept_alive_connections(relayed, api_
     # Still the read-only identity, through the same pool: no Secret value, whichever tool.
     tools = {t.name: t for t in kubernetes_toolset(tools_client).tools}
     for name in ("kubectl_get_yaml", "kubectl_describe", "kubectl_get_by_name"):
-        out = await tools[name].run({"kind": "secret", "name": "db-creds", "namespace": namespace})
+        out = await tools[name].run({"kind": "secret", "name": "relay-creds", "namespace": namespace})
         assert SECRET_VALUE not in out.text()
     # No thread per call: the reads ran in the event loop.
     assert not [t for t in threading.enumerate() if t.name not in threads_before and "kube" in t.name]

@@ -54,7 +54,6 @@ from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
 from lestrade.operator.agent import Agent, Limits, PromptConfig  # noqa: E402
 from lestrade.operator.tools.base import ToolRegistry, Toolset  # noqa: E402
-from lestrade.operator.tools.kubernetes import api as k8s_api
 from lestrade.operator.tools.kubernetes.toolset import kubernetes_toolset  # noqa: E402
 from lestrade.resources.install import install_crds  # noqa: E402
 
@@ -69,9 +68,9 @@ TARGET_POD = "bench-pod"
 class RequestCounter:
     """Counts this process's requests to the apiserver by kind.
 
-    aiohttp carries both of the operator's clients (`lestrade.kube` and Kopf's), so wrapping
-    `ClientSession._request` sees every one of them; the read-only tools use the blocking
-    `kubernetes` client through `KubeApi._request_sync`, wrapped as well."""
+    aiohttp carries every client of the operator (`lestrade.kube`, Kopf's, and the read-only
+    tools' `KubeApi`, over `lestrade.kube` too), so wrapping `ClientSession._request` sees
+    every one of them."""
 
     def __init__(self, server: str) -> None:
         self.server = server.rstrip("/")
@@ -101,14 +100,6 @@ class RequestCounter:
             return await original(session, method, url, *args, **kwargs)
 
         aiohttp.ClientSession._request = counted  # type: ignore[method-assign]
-        sync = k8s_api.KubeApi._request_sync
-
-        def counted_sync(api: Any, method: str, path: str, *args: Any, **kwargs: Any) -> bytes:
-            discovery = path in ("/api/v1", "/apis") or re.fullmatch(r"/apis/[^/]+/[^/]+", path)
-            counter.add("tools: discovery GET" if discovery else f"tools: {method}")
-            return sync(api, method, path, *args, **kwargs)
-
-        k8s_api.KubeApi._request_sync = counted_sync  # type: ignore[method-assign]
 
 
 def _body(kwargs: dict[str, Any]) -> Any:

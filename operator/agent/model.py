@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lestrade.operator.agent import request_body
 from lestrade.operator.agent.events import ModelRetry
 from lestrade.operator.agent.limits import Limits
 from lestrade.operator.agent.tracing import fail, tracer
@@ -52,6 +53,7 @@ def _import() -> None:
     # loop, where a burst's first calls all waited for it (seconds on a busy machine). Here, in
     # the import's thread, instead.
     importlib.import_module("openai.resources")
+    request_body.install()  # the SDK's per-call walk of an unchanged body, skipped
     _loaded.set()
 
 

@@ -18,6 +18,7 @@ from lestrade.operator.base import metrics
 from lestrade.operator.base.budgets import Ledger
 from lestrade.operator.base.settings import OperatorSettings
 from lestrade.operator.tools.base import ToolRegistry
+from lestrade.operator.tools.kubernetes.api import close_connections
 from lestrade.operator.tools.mcp.hub import McpHub
 from lestrade.resources.tenancy import RunScope
 
@@ -76,5 +77,6 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.kube.aclose()
+        await close_connections()  # the tools' (one pool per tools identity)
         if self.owns_client:
             self.api_client.close()

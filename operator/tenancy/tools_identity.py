@@ -23,8 +23,6 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from lestrade.operator.tools.kubernetes.api import POOL_SIZE as TOOL_THREADS
-
 __all__ = ["ToolsIdentity", "parse_service_account"]
 
 logger = logging.getLogger(__name__)
@@ -73,9 +71,6 @@ class ToolsIdentity:
         configuration.ssl_ca_cert = str(self._ca) if self._ca else None
         configuration.api_key_prefix["authorization"] = "Bearer"
         configuration.refresh_api_key_hook = lambda _cfg: self.refresh()  # type: ignore[assignment]
-        # As many kept-alive connections as the tools have threads: with urllib3's default of
-        # 10, a burst discarded most connections and paid a new TLS handshake per tool call.
-        configuration.connection_pool_maxsize = TOOL_THREADS
         self.api_client = k8s.ApiClient(configuration)
         self.refresh()
 

@@ -17,9 +17,9 @@ class CountingKubeApi(KubeApi):
 
     discoveries = 0
 
-    def _discover_sync(self) -> None:
+    async def _discover(self) -> None:
         type(self).discoveries += 1
-        super()._discover_sync()
+        await super()._discover()
 
 
 def _crd(group: str, plural: str, kind: str) -> dict[str, Any]:

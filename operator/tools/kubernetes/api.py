@@ -1,16 +1,19 @@
-"""A small async, read-mostly view of the Kubernetes API for the tools, over the official client.
+"""A small async, read-mostly view of the Kubernetes API for the tools.
 
 Why not the typed APIs: the model names arbitrary kinds ("po", "deploy", "certificates"), so the
 tools resolve names through API discovery, the way kubectl does, and then speak to the generic
-REST paths with the official `ApiClient` (which carries the caller's credentials and TLS
-settings). Blocking client calls run in a thread pool of their own (`_POOL`), not the event
-loop's default one: that one has cpu+4 threads, so with hundreds of runs in one operator the
-tool calls queued behind each other (and behind everything else using `to_thread`).
+REST paths, with the credentials and TLS settings of the caller's `ApiClient` configuration.
+
+The requests go through `lestrade.kube.Kube` (aiohttp in the event loop), one per client and
+event loop, shared by every run's tools (`_Shared`): one pool of kept-alive connections, TLS
+negotiated once per connection. They used the blocking `kubernetes` client in a thread pool
+before: in a burst of 200 runs through `make run`, ~20 threads contended for the GIL with the
+event loop, and urllib3's pool discarded connections and paid a TLS handshake per call.
 
 Discovery (`/api/v1`, `/apis`, one GET per group) is shared by every `KubeApi` on the same
-`ApiClient` (`_Discovery`): the operator builds a registry per run, and discovering per run
-cost ~8 GETs per tool-using run (measured by `bench/burst_bench.py`). A kind the cache does not
-know still forces a (rate-limited) refresh, so new CRDs are found as before.
+`ApiClient` too: the operator builds a registry per run, and discovering per run cost ~8 GETs
+per tool-using run (measured by `bench/burst_bench.py`). A kind the cache does not know still
+forces a (rate-limited) refresh, so new CRDs are found as before.
 
 Lists are asked for as server-side Tables (`as=Table`), which is what `kubectl get` prints: the
 same columns for every kind, CRDs included. Each row comes with its object so that its cells can
@@ -21,51 +24,65 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
+from lestrade.kube import ApiException, Kube, KubeSettings
 from lestrade.operator.tools.common import ToolInputError
 from lestrade.operator.tools.kubernetes.sanitize import mask_table
 
-__all__ = ["ScopedKubeApi", "ApiResource", "KubeApi", "KubeError"]
+__all__ = ["ScopedKubeApi", "ApiResource", "KubeApi", "KubeError", "CONNECTIONS", "close_connections"]
 
 _TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _REQUEST_TIMEOUT = 30
 
-POOL_SIZE = 32
-_POOL = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="kube-tools")
-"""Threads for the blocking client calls of every tool: enough for many concurrent runs, a
-bound so that a burst cannot open hundreds of connections to the apiserver."""
+CONNECTIONS = 32
+"""Kept-alive connections per tools identity: enough for many concurrent runs, a bound so that
+a burst cannot open hundreds of connections to the apiserver."""
+
+_REFRESH_EVERY = 30.0
+"""Seconds between calls of the client's token refresh hook (the tools identity renews its
+token, and bash's kubeconfig, at half its lifetime). It may block (a TokenRequest), so it runs
+in a thread, at most this often, instead of on every request as the blocking client did."""
 
 
 @dataclass
-class _Discovery:
-    """What discovery found for one ApiClient, shared by all its KubeApi instances."""
+class _Shared:
+    """What every KubeApi on one ApiClient shares: discovery, and one `Kube` per event loop."""
 
     resources: list[ApiResource] | None = None
     groups: set[str] = field(default_factory=set)
     loaded_at: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    refreshed_at: float = 0.0
+    kubes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Kube] = field(default_factory=weakref.WeakKeyDictionary)
+    locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
 
 
-_DISCOVERY: weakref.WeakKeyDictionary[ApiClient, _Discovery] = weakref.WeakKeyDictionary()
-_DISCOVERY_LOCK = threading.Lock()
+_SHARED: weakref.WeakKeyDictionary[ApiClient, _Shared] = weakref.WeakKeyDictionary()
 
 
-def _discovery_for(api_client: ApiClient) -> _Discovery:
-    with _DISCOVERY_LOCK:
-        found = _DISCOVERY.get(api_client)
-        if found is None:
-            found = _DISCOVERY[api_client] = _Discovery()
-        return found
+def _shared_for(api_client: ApiClient) -> _Shared:
+    found = _SHARED.get(api_client)
+    if found is None:
+        found = _SHARED[api_client] = _Shared()
+    return found
+
+
+async def close_connections() -> None:
+    """Closes the tools' connections opened in the running event loop (at the process's end)."""
+    loop = asyncio.get_running_loop()
+    for shared in list(_SHARED.values()):
+        kube = shared.kubes.pop(loop, None)
+        if kube is not None:
+            await kube.aclose()
 
 
 class KubeError(RuntimeError):
@@ -114,7 +131,7 @@ class KubeApi:
     def __init__(self, api_client: ApiClient, *, discovery_ttl: float = 300.0) -> None:
         self.api_client = api_client
         self._discovery_ttl = discovery_ttl
-        self._discovery = _discovery_for(api_client)
+        self._discovery = _shared_for(api_client)
         self._created = time.monotonic()
         """A kind this instance does not know forces a refresh at once if the shared discovery
         is older than the instance (a run sees what existed when it started, as when each run
@@ -122,7 +139,22 @@ class KubeApi:
 
     # --- raw requests ------------------------------------------------------------------------
 
-    def _request_sync(
+    async def _kube(self) -> Kube:
+        shared = self._discovery
+        config = self.api_client.configuration
+        hook = config.refresh_api_key_hook
+        if hook is not None and time.monotonic() - shared.refreshed_at > _REFRESH_EVERY:
+            shared.refreshed_at = time.monotonic()
+            await asyncio.to_thread(hook, config)
+        loop = asyncio.get_running_loop()
+        kube = shared.kubes.get(loop)
+        if kube is None:
+            settings = KubeSettings.from_env()
+            settings = replace(settings, request_timeout=_REQUEST_TIMEOUT, connections=CONNECTIONS)
+            kube = shared.kubes[loop] = Kube(self.api_client, settings)
+        return kube
+
+    async def request(
         self,
         method: str,
         path: str,
@@ -130,32 +162,28 @@ class KubeApi:
         *,
         body: Any = None,
         accept: str = "application/json",
-        content_type: str | None = None,
+        content_type: str = "application/json",
     ) -> bytes:
-        headers = {"Accept": accept}
-        if content_type:
-            headers["Content-Type"] = content_type
-        query_params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
-        request = self.api_client.param_serialize(
-            method,
-            path,
-            query_params=query_params,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        kube = await self._kube()
+        params = {
+            k: str(v).lower() if isinstance(v, bool) else v
+            for k, v in (query or {}).items()
+            if v is not None and v != ""
+        }
         try:
-            response = self.api_client.call_api(*request, _request_timeout=_REQUEST_TIMEOUT)
+            return await kube.request(
+                method,
+                path,
+                body,
+                query=params,
+                accept=accept,
+                content_type=content_type,
+                parse=bytes,
+            )
         except ApiException as exc:
             raise KubeError(_error_message(exc.status, exc.reason, exc.body)) from None
-        data = bytes(response.read() or b"")
-        if not 200 <= response.status <= 299:
-            raise KubeError(_error_message(response.status, response.reason, data))
-        return data
-
-    async def request(self, method: str, path: str, query: dict[str, Any] | None = None, **kw: Any) -> bytes:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_POOL, lambda: self._request_sync(method, path, query, **kw))
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise KubeError(f"cannot reach the Kubernetes API: {exc or type(exc).__name__}") from None
 
     async def get_json(
         self, path: str, query: dict[str, Any] | None = None, *, accept: str = "application/json"
@@ -179,23 +207,23 @@ class KubeApi:
 
     # --- discovery ---------------------------------------------------------------------------
 
-    def _discover_sync(self) -> None:
-        resources: list[ApiResource] = []
-        groups: set[str] = set()
-        core = json.loads(self._request_sync("GET", "/api/v1"))
-        resources += _parse_resource_list("", "v1", core)
-        group_list = json.loads(self._request_sync("GET", "/apis"))
+    async def _discover(self) -> None:
+        core, group_list = await asyncio.gather(self.get_json("/api/v1"), self.get_json("/apis"))
+        groups: dict[str, str] = {}
         for group in group_list.get("groups", []):
-            name = group["name"]
-            groups.add(name)
-            version = (group.get("preferredVersion") or group["versions"][0])["version"]
-            try:
-                listing = json.loads(self._request_sync("GET", f"/apis/{name}/{version}"))
-            except KubeError:
+            groups[group["name"]] = (group.get("preferredVersion") or group["versions"][0])["version"]
+        listings = await asyncio.gather(
+            *(self.get_json(f"/apis/{name}/{version}") for name, version in groups.items()), return_exceptions=True
+        )
+        resources = _parse_resource_list("", "v1", core)
+        for (name, version), listing in zip(groups.items(), listings, strict=True):
+            if isinstance(listing, KubeError):
                 continue  # an unavailable aggregated API (e.g. metrics-server down) must not break the rest
+            if isinstance(listing, BaseException):
+                raise listing
             resources += _parse_resource_list(name, version, listing)
         self._discovery.resources = resources
-        self._discovery.groups = groups
+        self._discovery.groups = set(groups)
         self._discovery.loaded_at = time.monotonic()
 
     async def _ensure_discovery(self, *, force: bool = False) -> list[ApiResource]:
@@ -208,18 +236,14 @@ class KubeApi:
             forced = force and (age > 5 or known.loaded_at < self._created)
             return not (known.resources is None or stale or forced)
 
-        if fresh():  # the common case: answered without a thread hop
-            assert known.resources is not None
-            return known.resources
-
-        def load() -> list[ApiResource]:
-            with known.lock:
+        if not fresh():
+            # One discovery at a time per client and loop: the runs of a burst wait for it.
+            lock = known.locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock:
                 if not fresh():
-                    self._discover_sync()
-                assert known.resources is not None
-                return known.resources
-
-        return await asyncio.get_running_loop().run_in_executor(_POOL, load)
+                    await self._discover()
+        assert known.resources is not None
+        return known.resources
 
     async def serves_group(self, group: str) -> bool:
         """Whether the last discovery (loaded if none; no forced refresh) lists API `group`."""

@@ -79,7 +79,10 @@ def _registry(scope: RunScope) -> tuple[list[str], str]:
     )
     with k8s.ApiClient() as client:
         registry = ScopedTools(settings).registry(client, scope, None)
-        return [t.name for t in registry.enabled_tools()], registry.instructions()
+        # what the model is told: the system prompt's part and, for a deferred toolset such as
+        # prometheus, the instructions `open_toolset` answers with
+        opened = [ts.instructions for ts in registry.deferred()]
+        return [t.name for t in registry.enabled_tools()], "\n".join([registry.instructions(), *opened])
 
 
 def test_prometheus_and_alerts_reach_scoped_runs_confined_to_their_namespaces() -> None:

@@ -4,6 +4,7 @@
 not pending (both kinds). `requester` installs the policies that record the creator
 (`lestrade.dev/requested-by`, `-groups`: a MutatingAdmissionPolicy writes them, a
 ValidatingAdmissionPolicy refuses forged or changed values, and new Conversation turns from
-anyone but the creator). Both print their manifests with `python -m`, which the chart's
-templates are (tests compare them).
+anyone but the creator); `transcripts` the one that lets only Lestrade or a chunk's own author
+change a transcript chunk. They print their manifests with `python -m`, which the chart's
+templates are (tests compare them); `binding` holds what the validating policies share.
 """

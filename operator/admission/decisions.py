@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
+from lestrade.operator.admission.binding import LABELS, deny_binding
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 
 __all__ = ["POLICY_NAME", "policy_manifests", "install_admission_policy", "main"]
@@ -62,7 +63,7 @@ def policy_manifests() -> list[dict[str, Any]]:
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/name": "lestrade"}},
+        "metadata": {"name": POLICY_NAME, "labels": LABELS},
         "spec": {
             "failurePolicy": "Fail",
             # matchConstraints is atomic for server-side apply: spell out the server's defaults
@@ -100,13 +101,7 @@ def policy_manifests() -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/name": "lestrade"}},
-        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return [policy, deny_binding(POLICY_NAME)]
 
 
 async def install_admission_policy(kube: Kube) -> bool:

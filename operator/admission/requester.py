@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
+from lestrade.operator.admission.binding import LABELS, deny_binding
 from lestrade.operator.admission.transcripts import transcript_manifests
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION, CONTEXT_WRITE_ANNOTATION
@@ -53,7 +54,6 @@ logger = logging.getLogger(__name__)
 
 POLICY_NAME = "lestrade-requester"
 FIELD_MANAGER = "lestrade-operator"
-_LABELS = {"app.kubernetes.io/name": "lestrade"}
 _GROUPS = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
 _STAMP = CONTEXT_UPDATED_ANNOTATION
 
@@ -84,7 +84,7 @@ def validating_manifests() -> list[dict[str, Any]]:
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
+        "metadata": {"name": POLICY_NAME, "labels": LABELS},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": _match(["CREATE", "UPDATE"]),
@@ -145,13 +145,7 @@ def validating_manifests() -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
-        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding, *transcript_manifests()]
+    return [policy, deny_binding(POLICY_NAME), *transcript_manifests()]
 
 
 def mutating_manifests() -> list[dict[str, Any]]:
@@ -164,7 +158,7 @@ def mutating_manifests() -> list[dict[str, Any]]:
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1beta1",
         "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
+        "metadata": {"name": POLICY_NAME, "labels": LABELS},
         "spec": {
             "failurePolicy": "Fail",
             "reinvocationPolicy": "Never",
@@ -175,7 +169,7 @@ def mutating_manifests() -> list[dict[str, Any]]:
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1beta1",
         "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
+        "metadata": {"name": POLICY_NAME, "labels": LABELS},
         "spec": {"policyName": POLICY_NAME},
     }
     return [policy, binding]

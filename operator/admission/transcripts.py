@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lestrade.operator.admission.binding import LABELS, deny_binding
 from lestrade.resources.constants import GROUP
 from lestrade.resources.keys import TRANSCRIPT_AUTHOR_ANNOTATION, TRANSCRIPT_LABEL
 
@@ -41,8 +42,6 @@ __all__ = ["POLICY_NAME", "WRITER_RESOURCE", "transcript_manifests"]
 POLICY_NAME = "lestrade-transcripts"
 WRITER_RESOURCE = "transcripts"
 """The pseudo-resource (group `lestrade.dev`) whose create/update/delete makes a transcript writer."""
-
-_LABELS = {"app.kubernetes.io/name": "lestrade"}
 
 
 def _author(obj: str) -> str:
@@ -58,7 +57,7 @@ def transcript_manifests() -> list[dict[str, Any]]:
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
+        "metadata": {"name": POLICY_NAME, "labels": LABELS},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -98,10 +97,4 @@ def transcript_manifests() -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME, "labels": _LABELS},
-        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return [policy, deny_binding(POLICY_NAME)]

@@ -6,5 +6,5 @@ not pending (both kinds). `requester` installs the policies that record the crea
 ValidatingAdmissionPolicy refuses forged or changed values, and new Conversation turns from
 anyone but the creator); `transcripts` the one that lets only Lestrade or a chunk's own author
 change a transcript chunk. They print their manifests with `python -m`, which the chart's
-templates are (tests compare them); `binding` holds what the validating policies share.
+templates are (tests compare them); `validating` holds what the validating policies share.
 """

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
-from lestrade.operator.admission.binding import LABELS, deny_binding
+from lestrade.operator.admission.validating import deny_binding, validating_policy
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 
 __all__ = ["POLICY_NAME", "policy_manifests", "install_admission_policy", "main"]
@@ -60,12 +60,9 @@ def _variables() -> list[dict[str, str]]:
 
 def policy_manifests() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": LABELS},
-        "spec": {
-            "failurePolicy": "Fail",
+    policy = validating_policy(
+        POLICY_NAME,
+        {
             # matchConstraints is atomic for server-side apply: spell out the server's defaults
             # so every applier (the operator, the chart) applies the very same value.
             "matchConstraints": {
@@ -100,7 +97,7 @@ def policy_manifests() -> list[dict[str, Any]]:
                 },
             ],
         },
-    }
+    )
     return [policy, deny_binding(POLICY_NAME)]
 
 

@@ -31,8 +31,8 @@ from typing import Any
 import yaml
 
 from lestrade.kube import ApiException, Kube, api_path
-from lestrade.operator.admission.binding import LABELS, deny_binding
 from lestrade.operator.admission.transcripts import transcript_manifests
+from lestrade.operator.admission.validating import LABELS, deny_binding, validating_policy
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL, VERSION
 from lestrade.resources.keys import CONTEXT_UPDATED_ANNOTATION, CONTEXT_WRITE_ANNOTATION
 from lestrade.resources.tenancy import REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
@@ -81,12 +81,9 @@ def _annotations(obj: str) -> str:
 
 def validating_manifests() -> list[dict[str, Any]]:
     by, groups = REQUESTED_BY_ANNOTATION, REQUESTER_GROUPS_ANNOTATION
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": LABELS},
-        "spec": {
-            "failurePolicy": "Fail",
+    policy = validating_policy(
+        POLICY_NAME,
+        {
             "matchConstraints": _match(["CREATE", "UPDATE"]),
             "variables": [
                 {"name": "new", "expression": _annotations("object")},
@@ -144,7 +141,7 @@ def validating_manifests() -> list[dict[str, Any]]:
                 },
             ],
         },
-    }
+    )
     return [policy, deny_binding(POLICY_NAME), *transcript_manifests()]
 
 

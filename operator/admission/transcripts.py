@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lestrade.operator.admission.binding import LABELS, deny_binding
+from lestrade.operator.admission.validating import deny_binding, validating_policy
 from lestrade.resources.constants import GROUP
 from lestrade.resources.keys import TRANSCRIPT_AUTHOR_ANNOTATION, TRANSCRIPT_LABEL
 
@@ -54,12 +54,9 @@ def _author(obj: str) -> str:
 def transcript_manifests() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding."""
     verb = "request.operation == 'CREATE' ? 'create' : (request.operation == 'DELETE' ? 'delete' : 'update')"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": LABELS},
-        "spec": {
-            "failurePolicy": "Fail",
+    policy = validating_policy(
+        POLICY_NAME,
+        {
             "matchConstraints": {
                 "matchPolicy": "Equivalent",
                 "namespaceSelector": {},
@@ -96,5 +93,5 @@ def transcript_manifests() -> list[dict[str, Any]]:
                 },
             ],
         },
-    }
+    )
     return [policy, deny_binding(POLICY_NAME)]

@@ -100,6 +100,13 @@ def _accepts_an_investigation(custom: Any, *, stamped: bool) -> bool:
     return not stamped or REQUESTED_BY_ANNOTATION in (created.get("metadata", {}).get("annotations") or {})
 
 
+def _install_crds(cluster: LocalCluster) -> None:
+    from lestrade.resources.install import install_crds
+
+    with cluster.api_client() as api:
+        install_crds(api, wait=True, timeout=60)
+
+
 def run(state_dir: Path = STATE_DIR) -> int:
     state_dir.mkdir(exist_ok=True)
     logs = (state_dir / "logs").resolve()
@@ -117,7 +124,13 @@ def run(state_dir: Path = STATE_DIR) -> int:
         else:
             kubeconfig = (state_dir / "kubeconfig").resolve()
             print("lestrade: starting the local control plane ...", flush=True)
-            cluster = LocalCluster.start(kubeconfig=kubeconfig, api_port=_apiserver_port(dict(os.environ)))
+            cluster = LocalCluster.start(
+                kubeconfig=kubeconfig,
+                api_port=_apiserver_port(dict(os.environ)),
+                # Before the controllers, as in a cluster the chart was installed in long ago:
+                # the garbage collector watches the kinds that own transcripts from its start.
+                before_controllers=_install_crds,
+            )
             print(f"lestrade: control plane up in {time.monotonic() - started:.1f}s at {cluster.server}")
 
         from kubernetes import config as k8s_config

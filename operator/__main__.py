@@ -70,6 +70,7 @@ from typing import Any
 
 import aiohttp
 import kopf
+import uvloop
 from kubernetes import client as k8s
 
 from lestrade.config import ModelList, load_model_list
@@ -350,21 +351,25 @@ def main(argv: list[str] | None = None, *, tools: ToolsFactory | None = None) ->
 def _run(
     args: argparse.Namespace, settings: OperatorSettings, namespaces: list[str], tools: ToolsFactory | None
 ) -> None:
+    # uvloop: the operator's one thread carries every run's model calls, Kubernetes requests and
+    # Kopf's watch events; asyncio's own loop spent a tenth of that thread on its selector and
+    # sockets in a burst of runs (`bench/makerun_burst_bench.py`).
     process = settings.process
-    asyncio.run(
-        run_operator(
-            settings,
-            namespaces=namespaces,
-            standalone=True if args.standalone else None,
-            peering_name=args.peering or process.peering_name,
-            mandatory_peering=bool(args.peering),
-            priority=args.priority,
-            peering_lifetime=process.peering_lifetime,
-            liveness_endpoint=process.liveness,
-            tools=tools,
-            install_policy=process.install_admission_policy,
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(
+            run_operator(
+                settings,
+                namespaces=namespaces,
+                standalone=True if args.standalone else None,
+                peering_name=args.peering or process.peering_name,
+                mandatory_peering=bool(args.peering),
+                priority=args.priority,
+                peering_lifetime=process.peering_lifetime,
+                liveness_endpoint=process.liveness,
+                tools=tools,
+                install_policy=process.install_admission_policy,
+            )
         )
-    )
 
 
 if __name__ == "__main__":

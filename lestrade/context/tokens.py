@@ -21,6 +21,7 @@ __all__ = [
     "count_text",
     "count_messages",
     "token_breakdown",
+    "token_breakdown_if_cheap",
     "tools_tokens",
     "truncate_to_tokens",
 ]
@@ -47,9 +48,34 @@ def _encoding(model: str) -> tiktoken.Encoding:
         return tiktoken.get_encoding("cl100k_base")
 
 
-@functools.lru_cache(maxsize=8192)
-def _count(text: str, model: str) -> int:
-    return len(_encoding(model).encode(text, disallowed_special=()))
+_COUNTS: dict[tuple[int, int, str], int] = {}
+"""Tokens of texts counted before, by (hash, length, model): a history is counted again before
+and after every model call, and only its newest messages were never counted. Keyed by the
+hash, not the text, so the cache does not keep large tool outputs alive."""
+_COUNTS_MAX = 16384
+
+
+class _TooMuchNew(Exception):
+    """Counting would encode more new text than the caller allows on its thread."""
+
+
+def _count(text: str, model: str, new_budget: list[int] | None = None) -> int:
+    key = (hash(text), len(text), model)
+    known = _COUNTS.get(key)
+    if known is not None:
+        return known
+    if new_budget is not None:
+        new_budget[0] -= len(text)
+        if new_budget[0] < 0:
+            raise _TooMuchNew
+    count = len(_encoding(model).encode(text, disallowed_special=()))
+    if len(_COUNTS) >= _COUNTS_MAX:
+        try:  # the oldest first (dicts keep insertion order); another thread may race us here
+            del _COUNTS[next(iter(_COUNTS))]
+        except (KeyError, RuntimeError, StopIteration):
+            pass
+    _COUNTS[key] = count
+    return count
 
 
 def count_text(text: str, model: str = "") -> int:
@@ -72,17 +98,64 @@ def tools_tokens(tools: Sequence[Mapping[str, Any]] | None, model: str = "") -> 
     return count_text(json.dumps(list(tools), separators=(",", ":")), model) if tools else 0
 
 
+_TOOLS_TEXTS: dict[int, tuple[Sequence[Mapping[str, Any]], str]] = {}
+"""The compact JSON of tool definition lists counted lately, by the list's identity (the list is
+kept, so its id cannot be reused meanwhile): a run counts the same list before and after every
+model call, and dumping it costs more than counting it from the cache."""
+
+
+def _tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
+    known = _TOOLS_TEXTS.get(id(tools))
+    if known is not None and known[0] is tools and isinstance(tools, tuple):
+        return known[1]
+    text = json.dumps(list(tools), separators=(",", ":"))
+    if isinstance(tools, tuple):  # only what cannot change under us
+        if len(_TOOLS_TEXTS) >= 512:
+            _TOOLS_TEXTS.clear()
+        _TOOLS_TEXTS[id(tools)] = (tools, text)
+    return text
+
+
 def token_breakdown(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
     model: str = "",
 ) -> dict[str, int]:
     """Reference 000's `metadata.tokens`: the window's tokens by role."""
+    return _breakdown(messages, tools, model, None)
+
+
+def token_breakdown_if_cheap(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    model: str = "",
+    *,
+    new_chars: int = 8192,
+) -> dict[str, int] | None:
+    """`token_breakdown`, or None when it would encode more than `new_chars` characters never
+    counted before (what was counted meanwhile is kept): an event loop counts a history whose
+    older messages were counted at the previous call on its own thread, and hands only a
+    large new text (a tool's output) to another."""
+    try:
+        return _breakdown(messages, tools, model, [new_chars])
+    except _TooMuchNew:
+        return None
+
+
+def _breakdown(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    model: str,
+    new_budget: list[int] | None,
+) -> dict[str, int]:
+    def count(text: str) -> int:
+        return _count(text, model, new_budget) if text else 0
+
     out = dict.fromkeys(BREAKDOWN_KEYS, 0)
-    out["tools_tokens"] = tools_tokens(tools, model)
+    out["tools_tokens"] = count(_tools_text(tools)) if tools else 0
     for msg in messages:
         role = msg.get("role")
-        n = count_text(_content_text(msg.get("content")), model) + _MESSAGE_OVERHEAD
+        n = count(_content_text(msg.get("content"))) + _MESSAGE_OVERHEAD
         if role in ("system", "developer"):
             out["system_tokens"] += n
         elif role == "user":
@@ -91,7 +164,7 @@ def token_breakdown(
             out["assistant_tokens"] += n
             calls = msg.get("tool_calls") or []
             if calls:
-                out["tools_to_call_tokens"] += count_text(json.dumps(calls, separators=(",", ":"), default=str), model)
+                out["tools_to_call_tokens"] += count(json.dumps(calls, separators=(",", ":"), default=str))
         else:
             out["other_tokens"] += n
     out["total_tokens"] = sum(v for k, v in out.items() if k != "total_tokens")

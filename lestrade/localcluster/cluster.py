@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -89,6 +90,7 @@ class LocalCluster(ServiceAccountTokens):
         kubeconfig: Path | None = None,
         api_port: int | None = None,
         timeout: float = 90.0,
+        before_controllers: Callable[[LocalCluster], None] | None = None,
     ) -> LocalCluster:
         bins = ensure_binaries(["kubernetes", "etcd", "kwok"])
         owns = data_dir is None
@@ -116,6 +118,11 @@ class LocalCluster(ServiceAccountTokens):
         )
         try:
             cluster._start_etcd_and_apiserver(bins, pki, logs, api_port, timeout)
+            if before_controllers is not None:
+                # E.g. CRDs: the garbage collector looks for new kinds only every 30 s; until it
+                # watches a kind, every object owned by one (a run's transcript ConfigMaps) makes
+                # it GET the owner again and again.
+                before_controllers(cluster)
             cluster._start_controllers(bins, pki, logs, timeout)
         except BaseException:
             cluster.stop()

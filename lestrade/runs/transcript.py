@@ -51,8 +51,9 @@ first write — cannot interleave its records with this one's: whoever writes se
 `TranscriptFenced` and stops (a retried write of our own that did land is recognized and kept).
 
 Writes are pipelined: `append_*` only buffers, `flush_soon()` starts writing in the background
-(overlapping the next model call), and `sync()` waits until everything appended so far is
-stored — the operator calls it before a tool runs and before any milestone in status.
+(overlapping the next model call; with a delay, what is appended meanwhile rides along), and
+`sync()` waits until everything appended so far is stored — the operator calls it before a
+tool runs and before any milestone in status.
 """
 
 from __future__ import annotations
@@ -292,6 +293,8 @@ class Transcript:
         self._pending: list[tuple[str, str]] = []
         self._lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        """A delayed `flush_soon` not started yet."""
         self._stored_messages = 0
         self.stored_records = 0
         """Records known to be stored."""
@@ -385,13 +388,39 @@ class Transcript:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def flush_soon(self) -> None:
-        """Starts storing what was appended, without waiting (overlaps the caller's next step)."""
+    def flush_soon(self, delay: float = 0.0) -> None:
+        """Starts storing what was appended, without waiting (overlaps the caller's next step).
+
+        With a `delay`, the write starts only that many seconds later, so that what is appended
+        meanwhile (the results of a turn's read-only calls, then the next model turn and its
+        intents) goes to the apiserver in the same write: each write is a ConfigMap update the
+        apiserver and every watcher of ConfigMaps pay for. `sync()` does not wait for the delay.
+        """
+        if not self._pending:
+            return
+        if delay > 0:
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(delay, self._start_flush)
+            return
+        self._start_flush()
+
+    def _start_flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._pending and (self._background is None or self._background.done()):
             self._background = asyncio.create_task(self._flush(), name="transcript flush")
 
+    def close(self) -> None:
+        """Drops a delayed write that has not started (what is unsent stays unsent): a writer
+        that stopped, or lost its run, must not write later."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def sync(self) -> None:
         """Returns once everything appended so far is stored."""
+        self.close()  # written now, not after the delay
         if self._background is not None:
             background, self._background = self._background, None
             await background

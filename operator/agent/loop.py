@@ -49,7 +49,7 @@ from lestrade.operator.agent.structured import instruction as structured_instruc
 from lestrade.operator.agent.structured import native as native_structured
 from lestrade.operator.agent.structured import retry_note as structured_retry_note
 from lestrade.operator.agent.structured import structured
-from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown
+from lestrade.operator.agent.tokens import ContextLimits, context_limits, token_breakdown, window_breakdown
 from lestrade.operator.agent.toolcalls import (
     Call,
     CallIds,
@@ -159,7 +159,8 @@ class _Run:
         else:
             self.call_ids = CallIds(seen)
         self.opened = opened_toolsets(agent.tools, self.messages)
-        self.schemas = agent.tools.schemas(self.opened)
+        # A tuple: the token counts recognize it from one call to the next (`tokens._tools_text`).
+        self.schemas = tuple(agent.tools.schemas(self.opened))
         self.truncations: list[Truncation] = []
         self.guard = LoopGuard(self.limits.repeat_limit, self.limits.no_progress_steps)
         self.deadline: float | None = None
@@ -283,7 +284,7 @@ class _Run:
         opened = self.opened | opened_toolsets(self.agent.tools, self.messages)
         if opened != self.opened:
             self.opened = opened
-            self.schemas = self.agent.tools.schemas(opened)
+            self.schemas = tuple(self.agent.tools.schemas(opened))
 
     def _after_turn(self, turn: Turn) -> list[AgentEvent]:
         """Loop guard verdict on a finished turn: nothing, a note to the model, or stop."""
@@ -363,7 +364,7 @@ class _Run:
 
     async def _maybe_compact(self) -> AsyncIterator[AgentEvent]:
         context = self.agent.context
-        breakdown = await asyncio.to_thread(token_breakdown, self.messages, self.schemas, self.model_name)
+        breakdown = await window_breakdown(self.messages, self.schemas, self.model_name)
         before = breakdown["total_tokens"]
         if not over_budget(before, context.input_budget, self.limits.compaction_ratio):
             return
@@ -432,7 +433,7 @@ class _Run:
 
     async def _token_count(self, reply: ModelReply | None) -> TokenCount:
         usage = reply.usage if reply else {}
-        breakdown = await asyncio.to_thread(token_breakdown, self.messages, self.schemas, self.model_name)
+        breakdown = await window_breakdown(self.messages, self.schemas, self.model_name)
         return TokenCount(
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),

@@ -263,10 +263,17 @@ def _reply(response: Any) -> ModelReply:
     usage = getattr(response, "usage", None)
     counts = {key: int(getattr(usage, key, 0) or 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
     counts["cached_tokens"] = cached_prompt_tokens(usage)
-    try:
-        cost = float(_lib().completion_cost(completion_response=response) or 0.0)
-    except Exception:  # models without pricing (local, scripted) cost nothing we can know
-        cost = 0.0
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        # litellm priced the call already (cached-token prices included), as it returned it;
+        # None: a model without pricing. Asking `completion_cost` again costs a lookup of the
+        # model's prices per call.
+        cost = float(hidden["response_cost"] or 0.0)
+    else:
+        try:
+            cost = float(_lib().completion_cost(completion_response=response) or 0.0)
+        except Exception:  # models without pricing (local, scripted) cost nothing we can know
+            cost = 0.0
     return ModelReply(
         content=message.content or "",
         tool_calls=calls,

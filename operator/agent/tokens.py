@@ -3,7 +3,8 @@ the API, which reports the same counts)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from lestrade.context.tokens import (
     count_messages,
     count_text,
     token_breakdown,
+    token_breakdown_if_cheap,
     tools_tokens,
     truncate_to_tokens,
 )
@@ -23,10 +25,25 @@ __all__ = [
     "count_text",
     "count_messages",
     "token_breakdown",
+    "window_breakdown",
     "tools_tokens",
     "context_limits",
     "truncate_to_tokens",
 ]
+
+
+async def window_breakdown(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None, model: str
+) -> dict[str, int]:
+    """`token_breakdown` of a run's window, counted on the event loop when all but a little of
+    it was counted before (the usual case: the history of the previous call plus one model
+    turn), in a thread when a large new text must be encoded. Each thread hop costs the loop
+    more than counting from the cache, and a burst of runs makes two per model call."""
+    cheap = token_breakdown_if_cheap(messages, tools, model)
+    if cheap is not None:
+        return cheap
+    return await asyncio.to_thread(token_breakdown, messages, tools, model)
+
 
 _DEFAULT_WINDOW = 128_000
 _DEFAULT_OUTPUT = 4_096

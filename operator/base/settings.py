@@ -12,7 +12,7 @@ an operator with a concurrency of 2 or a 50 ms status interval through overrides
 | `LESTRADE_DEFAULT_TIMEOUT` | 30m | run timeout when `spec.timeout` is not set |
 | `LESTRADE_DEFAULT_MAX_STEPS` | 20 | model calls when `spec.maxSteps` is not set |
 | `LESTRADE_STATUS_INTERVAL` | 0.3 | seconds between coalesced status patches of one run |
-| `LESTRADE_STATUS_PATCHES_PER_SECOND` | 50 | progress patches of all runs together (the interval stretches) |
+| `LESTRADE_STATUS_PATCHES_PER_SECOND` | 10 | progress patches of all runs together (the interval stretches) |
 | `LESTRADE_TRANSCRIPT_CHUNK_BYTES` | 524288 | most bytes in one transcript ConfigMap |
 | `LESTRADE_JOB_MODE` | false | run each investigation as a Kubernetes Job instead of in the operator |
 | `LESTRADE_JOB_NAMESPACE` | the operator's namespace | where the Jobs run |
@@ -160,9 +160,14 @@ class StatusSettings:
     interval: float = 0.3
     """Seconds between coalesced status patches of one run: progress is visible without a
     write per token."""
-    patches_per_second: float = 50.0
+    patches_per_second: float = 10.0
     """Progress patches of all runs together (the interval stretches): a burst of runs does
-    not flood the apiserver."""
+    not flood the apiserver. A status patch of a run costs the apiserver ~5 ms of CPU (the
+    whole object is decoded, merged, validated with its CEL rules, encoded for etcd and for
+    every watcher) and Kopf and the API another watch event each: 10 a second is a few percent
+    of a core; a burst of 200 runs at 50 a second spent more CPU on progress than on the runs
+    (`bench/makerun_burst_bench.py`). Up to 3 runs at once still see progress every 0.3 s;
+    milestones (start, approvals, the end) are never held back."""
     transcript_chunk_bytes: int = 512 * 1024
     """Most bytes in one transcript ConfigMap: under the apiserver's 1 MiB object limit with room."""
 
@@ -413,7 +418,7 @@ class OperatorSettings:
             },
             "status": {
                 "interval": float(env.get("LESTRADE_STATUS_INTERVAL", "0.3")),
-                "patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "50")),
+                "patches_per_second": float(env.get("LESTRADE_STATUS_PATCHES_PER_SECOND", "10")),
                 "transcript_chunk_bytes": int(env.get("LESTRADE_TRANSCRIPT_CHUNK_BYTES", str(512 * 1024))),
             },
             "jobs": {

@@ -189,6 +189,7 @@ class _Attempt:
         finally:
             if self.harness is not None:
                 await self.harness.aclose()
+            self.transcript.close()
             await self.writer.close()
 
     async def _run(self) -> Outcome:
@@ -519,7 +520,8 @@ class _Attempt:
             )
         # Stored in the background: nothing irreversible happens before the next `sync()`,
         # which a tool call's intent forces (and which writes these records first, in order).
-        self.transcript.flush_soon()
+        # Not at once: under load the first model turn usually rides along (`_result_delay`).
+        self.transcript.flush_soon(self.engine.status_interval())
         self.engine.applied_decisions[self.ref.uid] = dict(state.decisions)
         return {i: (bool(d["approved"]), d.get("reason"), d.get("digest")) for i, d in state.decisions.items()}
 
@@ -547,7 +549,7 @@ class _Attempt:
         """Stores the transcript, after the Running status (with startTime) is stored: so a
         transcript with more than the opening messages always belongs to a started run."""
         if not self._running_stored:
-            await self.writer.flush()
+            await self.writer.settled()  # Running was sent at the start (`_announce`)
             self._running_stored = True
         await self.transcript.sync()
 
@@ -567,7 +569,7 @@ class _Attempt:
                     case ev.MessageAdded(message=message):
                         transcript.append_message(message)
                         if message.get("role") == "tool":
-                            transcript.flush_soon()
+                            transcript.flush_soon(self._result_delay(message))
                     case ev.ModelMessage(tool_calls=calls):
                         self._step_called_tools = bool(calls)
                         if self.harness is not None and event.reasoning:
@@ -576,7 +578,7 @@ class _Attempt:
                                 AgentRecord(t=RecordType.AGENT, event="reasoning", content=event.reasoning)
                             )
                         meter.model_call(event.latency)
-                        steps = self.projection.facts(self.state).steps + 1
+                        steps = self._steps() + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
                         self._progress(
                             f"Step {steps}: calling {names}" if calls else f"Step {steps}: writing the answer"
@@ -656,6 +658,26 @@ class _Attempt:
             await stream.aclose()  # type: ignore[attr-defined]
         return await self._fail("EngineStopped", "the agent stopped without an answer")
 
+    def _steps(self) -> int:
+        """Model turns of this run (or turn) so far: `facts().steps` without the rest of the
+        facts (each call's summary, usage), which only status patches need."""
+        return sum(
+            1
+            for record in self.state.since(self.projection.since)
+            if record["t"] == RecordType.MESSAGE and record["message"].get("role") == "assistant"
+        )
+
+    def _result_delay(self, message: dict[str, Any]) -> float:
+        """How long a tool's result may wait before it is stored. The result of a call that
+        may have had an effect is stored at once: a restart before it is stored tells the model
+        "outcome unknown" for a call that did run. A read-only call's result may wait as long
+        as status progress does (`Engine.status_interval`, longer under load), so that it and
+        the next model turn usually go in one write; lost in a crash, the call simply runs
+        again."""
+        if message.get("tool_call_id") in self.state.launched:
+            return 0.0
+        return self.engine.status_interval()
+
     async def _launching(self, call: Call) -> None:
         """Right before a call that may have an effect launches: its mark is stored, so a
         restart never runs it again (and one without the mark runs after a restart)."""
@@ -694,10 +716,12 @@ class _Attempt:
         await self.engine.ledger.add(self.ref.namespace, tokens, cost)
         if not self._step_called_tools:
             return None
-        usage = self.projection.facts(self.state).usage
-        passed = run_budget_passed(self.view.spec, usage.total_tokens, usage.cost)
-        if passed is not None:
-            return "BudgetExceeded", f"Stopped: {passed}; what it found so far is kept"
+        spec = self.view.spec
+        if getattr(spec, "max_tokens", None) is not None or getattr(spec, "max_cost", None) is not None:
+            usage = self.projection.facts(self.state).usage
+            passed = run_budget_passed(spec, usage.total_tokens, usage.cost)
+            if passed is not None:
+                return "BudgetExceeded", f"Stopped: {passed}; what it found so far is kept"
         passed = await self.engine.ledger.check(self.ref.namespace)
         if passed is not None:
             return "NamespaceBudgetExhausted", f"Stopped: {passed}; what it found so far is kept"

@@ -195,7 +195,11 @@ class Supervisor:
                     continue
                 APPROVALS.decided(view.ref.uid)
 
-            if view.unaccepted:
+            if view.unaccepted and settings.jobs.enabled:
+                # A Job takes a while to start: status says at once that the run was seen. In
+                # the operator's own process a free slot starts the run, whose first write says
+                # Running (a second write here would only cost the apiserver and every watcher);
+                # no free slot writes WaitingForSlot below.
                 latest = await self._pending(view, "Accepted", "Accepted; starting")
                 view = view_of(latest)
 

@@ -146,7 +146,7 @@ class InvestigationProjection(Projection):
         )
 
     def progress(self, state: TranscriptState, message: str | None = None) -> None:
-        self.writer.set(**self._facts_fields(self.facts(state)))
+        self.writer.set_lazy("facts", lambda: self._facts_fields(self.facts(state)))
         if message is not None:
             self.writer.set(message=message)
 
@@ -276,8 +276,11 @@ class ConversationProjection(Projection):
         )
 
     def progress(self, state: TranscriptState, message: str | None = None) -> None:
-        facts = self.facts(state)
-        self.writer.set(toolCalls=facts.tool_calls, usage=self._total(facts), version=state.version)
+        def fields() -> dict[str, Any]:
+            facts = self.facts(state)
+            return {"toolCalls": facts.tool_calls, "usage": self._total(facts), "version": state.version}
+
+        self.writer.set_lazy("facts", fields)
         if message is not None:
             self.writer.set(message=message)
 

@@ -86,6 +86,10 @@ class StatusWriter:
         self._path = f"{path}/status"
         self.current: dict[str, Any] = copy.deepcopy(dict(initial or {}))
         self._dirty: set[str] = set()
+        self._lazy: dict[str, Callable[[], Mapping[str, Any]]] = {}
+        """Fields computed when the next patch is built (`set_lazy`)."""
+        self._shadowed: set[str] = set()
+        """Fields `set` after the lazy ones were given: those values win (a milestone's)."""
         self._interval = interval if callable(interval) else (lambda: interval)
         self._generation = generation
         self._lock = asyncio.Lock()
@@ -110,12 +114,33 @@ class StatusWriter:
     def set(self, **fields: Any) -> None:
         """Changes top-level status fields (camelCase names); sent within `interval`. Values
         may be the resource models (`Usage`, `ToolCall`, ...), which are sent in wire form."""
+        if self._lazy:
+            self._shadowed.update(fields)
         for key, value in fields.items():
             value = _wire(value)
             if self.current.get(key) != value or key not in self.current:
                 self.current[key] = value
                 self._dirty.add(key)
         self._schedule()
+
+    def set_lazy(self, name: str, fields: Callable[[], Mapping[str, Any]]) -> None:
+        """Fields that change with every event of a run (its counts, its calls) computed only
+        when the next patch is built, by the latest `fields` given under `name`: once per patch,
+        not once per event. A field `set` after this wins over what `fields` gives for it."""
+        self._lazy[name] = fields
+        self._schedule()
+
+    def _compute_lazy(self) -> None:
+        lazy, self._lazy = self._lazy, {}
+        shadowed, self._shadowed = self._shadowed, set()
+        for fields in lazy.values():
+            for key, value in fields().items():
+                if key in shadowed:
+                    continue
+                value = _wire(value)
+                if self.current.get(key) != value or key not in self.current:
+                    self.current[key] = value
+                    self._dirty.add(key)
 
     def set_condition(
         self,
@@ -151,10 +176,23 @@ class StatusWriter:
             self._timer = None
         self._schedule()
 
+    async def settled(self) -> None:
+        """Returns once the milestones sent so far (`send_soon`) are stored; progress changed
+        since then still waits for its interval (`flush()` would send it now: one more patch
+        of the whole object for the apiserver and every watcher)."""
+        if self._urgent:
+            await self.flush()  # the milestone's write has not started: it starts now
+            return
+        task = self._task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            await asyncio.wait([task])  # not cancelled with us: it is the writer's own write
+        if self._error is not None:
+            await self.flush()  # raises the background write's error (the milestone is unsent)
+
     # -- sending -------------------------------------------------------------------------------
 
     def _schedule(self) -> None:
-        if not self._dirty or self._timer is not None:
+        if not (self._dirty or self._lazy) or self._timer is not None:
             return
         running = self._task is not None and not self._task.done()
         if running and self._task is not asyncio.current_task():
@@ -185,6 +223,7 @@ class StatusWriter:
             if self._error is not None:
                 error, self._error = self._error, None
                 raise error
+            self._compute_lazy()
             if self._dirty:
                 keys, self._dirty = self._dirty, set()
                 self._urgent = False
@@ -231,6 +270,8 @@ class StatusWriter:
     def discard(self) -> None:
         """Forgets the changes not sent yet (a writer that lost its run must not send them)."""
         self._dirty.clear()
+        self._lazy.clear()
+        self._shadowed.clear()
         self._urgent = False
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ before it calls anything.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -74,12 +75,18 @@ def load_runbook_dir(folder: str | Path) -> list[Runbook]:
 
 
 def builtin_runbooks() -> list[Runbook]:
+    return list(_builtin_runbooks())
+
+
+@functools.cache
+def _builtin_runbooks() -> tuple[Runbook, ...]:
+    """Read once: they ship with the package, and every run's registry lists them."""
     files = resources.files("lestrade.operator.tools.builtin_runbooks")
-    return [
+    return tuple(
         _parse(_runbook_name(f.name), f.read_text(encoding="utf-8"), f"builtin:{f.name}")
         for f in sorted(files.iterdir(), key=lambda f: f.name)
         if f.name.endswith(".md")
-    ]
+    )
 
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -40,3 +40,22 @@ def test_context_window_comes_from_litellm_or_the_override() -> None:
     assert explicit.max_output == 2_000
     assert context_limits({"model": "x"}, Limits(max_output_tokens=300)).max_output == 300
     assert small.input_budget == 3_000
+
+
+def test_a_window_counted_before_is_counted_on_the_loop_and_a_large_new_text_is_not() -> None:
+    """The loop counts a history twice per model call: what was counted before comes from the
+    cache on the loop's own thread; a large text never counted (a tool's output) is refused
+    there (None: the caller counts in a thread), with the same figures either way."""
+    from lestrade.context.tokens import token_breakdown_if_cheap
+
+    tools = ({"type": "function", "function": {"name": "kubectl_get", "description": "get", "parameters": {}}},)
+    history = [
+        {"role": "system", "content": "you are a detective, unique text 7f3a"},
+        {"role": "user", "content": "why is web down? 7f3a"},
+    ]
+    output = {"role": "tool", "tool_call_id": "c1", "content": "log line 7f3a\n" * 2000}  # ~28 KB
+    assert token_breakdown_if_cheap(history, tools, new_chars=8192) == token_breakdown(history, tools)
+    assert token_breakdown_if_cheap([*history, output], tools, new_chars=8192) is None
+    full = token_breakdown([*history, output], tools)
+    assert token_breakdown_if_cheap([*history, output], tools, new_chars=8192) == full
+    assert full["other_tokens"] > 2000

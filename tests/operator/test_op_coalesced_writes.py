@@ -1,0 +1,144 @@
+"""Writes a run coalesces, against the real apiserver: a delayed transcript flush takes what is
+appended meanwhile in the same write, progress fields are computed once per status patch (and a
+milestone's values win over them), and waiting for the Running milestone sends no progress.
+
+Each of these writes is a whole-object update the apiserver and every watcher pay for; a burst of
+runs through `make run` spent more CPU on them than on the runs (`bench/makerun_burst_bench.py`).
+Requests are counted at the client's transport seam (`Kube(session_factory=...)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from kubernetes import client as k8s
+from opkit import create_inv
+
+from lestrade.kube import Kube, resource_path
+from lestrade.operator.status.writer import StatusWriter
+from lestrade.runs.transcript import Transcript
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"]}
+
+
+def _counting(api_client: k8s.ApiClient) -> tuple[Kube, list[str]]:
+    """A Kube whose writes (method and path) are recorded as they are sent."""
+    writes: list[str] = []
+
+    async def on_start(_session: Any, _ctx: Any, params: aiohttp.TraceRequestStartParams) -> None:
+        if params.method in ("POST", "PATCH", "PUT"):
+            writes.append(f"{params.method} {params.url.path}")
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(on_start)
+    factory: Callable[..., aiohttp.ClientSession] = lambda **kw: aiohttp.ClientSession(trace_configs=[trace], **kw)  # noqa: E731
+    return Kube(api_client, session_factory=factory), writes
+
+
+async def _stored_messages(kube: Kube, namespace: str, owner: dict[str, str]) -> list[Any]:
+    return [m["content"] for m in (await Transcript(kube, namespace, owner).load()).messages]
+
+
+async def test_a_delayed_transcript_flush_takes_what_is_appended_meanwhile(
+    api_client: k8s.ApiClient, crds: None, namespace: str
+) -> None:
+    inv = create_inv(api_client, namespace, "delayed-flush")
+    kube, writes = _counting(api_client)
+    reader = Kube(api_client)
+    writer = Transcript(kube, namespace, _owner(inv))
+
+    # A turn's read-only result waits; the next model turn and its intent ride along, and the
+    # sync before its call writes everything at once, without waiting for the delay.
+    writer.append_message({"role": "user", "content": "why?"})
+    writer.flush_soon(600.0)
+    writer.append_message({"role": "tool", "tool_call_id": "c1", "content": "pod is fine"})
+    writer.flush_soon(600.0)
+    writer.append_message({"role": "assistant", "content": "next"})
+    writer.append_started("c2", "sha256:x", read_only=True)
+    began = time.monotonic()
+    await writer.sync()
+    assert time.monotonic() - began < 60
+    assert len(writes) == 1 and writes[0].startswith("POST "), writes
+    assert await _stored_messages(reader, namespace, _owner(inv)) == ["why?", "pod is fine", "next"]
+
+    # On its own, a delayed flush is written once its delay passed.
+    writer.append_message({"role": "tool", "tool_call_id": "c2", "content": "still fine"})
+    writer.flush_soon(0.2)
+    deadline = time.monotonic() + 60
+    while "still fine" not in await _stored_messages(reader, namespace, _owner(inv)):
+        assert time.monotonic() < deadline, "the delayed flush never wrote"
+        await asyncio.sleep(0.1)  # polling the apiserver for the condition, with a deadline
+    assert len(writes) == 2 and writes[1].startswith("PATCH "), writes
+
+    # A writer that stopped (`close`) writes nothing later.
+    writer.append_message({"role": "assistant", "content": "unsent"})
+    writer.flush_soon(0.05)
+    writer.close()
+    await asyncio.sleep(1.0)  # twenty times the delay: the window in which the write must not come
+    assert len(writes) == 2, writes
+    assert "unsent" not in await _stored_messages(reader, namespace, _owner(inv))
+    await kube.aclose()
+    await reader.aclose()
+
+
+async def test_progress_is_computed_once_per_patch_and_a_milestone_wins(
+    api_client: k8s.ApiClient, crds: None, namespace: str
+) -> None:
+    inv = create_inv(api_client, namespace, "lazy-progress")
+    kube, writes = _counting(api_client)
+    path = resource_path("investigations", namespace, "lazy-progress")
+    writer = StatusWriter(kube, path, inv.get("status"), interval=600.0)
+    computed: list[int] = []
+
+    def facts(step: int) -> Callable[[], dict[str, Any]]:
+        def fields() -> dict[str, Any]:
+            computed.append(step)
+            return {"steps": step, "toolCallCount": step}
+
+        return fields
+
+    for step in range(1, 6):  # five events of a run, one patch
+        writer.set_lazy("facts", facts(step))
+    assert computed == []
+    await writer.flush()
+    assert computed == [5] and len(writes) == 1
+    assert writer.last_object is not None
+    assert writer.last_object["status"]["steps"] == 5
+
+    # A milestone sets its own (settled) counts after the last progress: those are stored.
+    writer.set_lazy("facts", facts(6))
+    writer.set(steps=9)
+    await writer.flush()
+    assert writer.last_object["status"]["steps"] == 9
+    assert writer.last_object["status"]["toolCallCount"] == 6  # what the milestone left alone
+    await writer.close()
+    await kube.aclose()
+
+
+async def test_waiting_for_the_running_milestone_sends_no_progress(
+    api_client: k8s.ApiClient, crds: None, namespace: str
+) -> None:
+    inv = create_inv(api_client, namespace, "settled")
+    kube, writes = _counting(api_client)
+    path = resource_path("investigations", namespace, "settled")
+    writer = StatusWriter(kube, path, inv.get("status"), interval=600.0)
+
+    writer.send_soon(phase="Running", message="Started")
+    await writer.settled()  # the milestone's write, under way or not yet started
+    assert ((writer.last_object or {}).get("status") or {}).get("phase") == "Running"
+    assert len(writes) == 1, writes
+
+    # Progress made since waits for its interval: waiting for the milestone again sends nothing
+    # (`flush()` would send it now).
+    writer.set(message="Step 1: calling kubectl_get_by_name")
+    await writer.settled()
+    assert len(writes) == 1, writes
+    assert ((writer.last_object or {}).get("status") or {}).get("message") == "Started"
+    await writer.close()
+    await kube.aclose()

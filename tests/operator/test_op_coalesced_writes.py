@@ -41,6 +41,15 @@ def _counting(api_client: k8s.ApiClient) -> tuple[Kube, list[str]]:
     return Kube(api_client, session_factory=factory), writes
 
 
+def _status_writer(api_client: k8s.ApiClient, namespace: str, name: str) -> tuple[StatusWriter, Kube, list[str]]:
+    """A new Investigation's status writer whose progress waits long (600 s): only what a test
+    sends is sent."""
+    inv = create_inv(api_client, namespace, name)
+    kube, writes = _counting(api_client)
+    path = resource_path("investigations", namespace, name)
+    return StatusWriter(kube, path, inv.get("status"), interval=600.0), kube, writes
+
+
 async def _stored_messages(kube: Kube, namespace: str, owner: dict[str, str]) -> list[Any]:
     return [m["content"] for m in (await Transcript(kube, namespace, owner).load()).messages]
 
@@ -90,10 +99,7 @@ async def test_a_delayed_transcript_flush_takes_what_is_appended_meanwhile(
 async def test_progress_is_computed_once_per_patch_and_a_milestone_wins(
     api_client: k8s.ApiClient, crds: None, namespace: str
 ) -> None:
-    inv = create_inv(api_client, namespace, "lazy-progress")
-    kube, writes = _counting(api_client)
-    path = resource_path("investigations", namespace, "lazy-progress")
-    writer = StatusWriter(kube, path, inv.get("status"), interval=600.0)
+    writer, kube, writes = _status_writer(api_client, namespace, "lazy-progress")
     computed: list[int] = []
 
     def facts(step: int) -> Callable[[], dict[str, Any]]:
@@ -124,10 +130,7 @@ async def test_progress_is_computed_once_per_patch_and_a_milestone_wins(
 async def test_waiting_for_the_running_milestone_sends_no_progress(
     api_client: k8s.ApiClient, crds: None, namespace: str
 ) -> None:
-    inv = create_inv(api_client, namespace, "settled")
-    kube, writes = _counting(api_client)
-    path = resource_path("investigations", namespace, "settled")
-    writer = StatusWriter(kube, path, inv.get("status"), interval=600.0)
+    writer, kube, writes = _status_writer(api_client, namespace, "settled")
 
     writer.send_soon(phase="Running", message="Started")
     await writer.settled()  # the milestone's write, under way or not yet started

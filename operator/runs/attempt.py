@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from opentelemetry import trace
+
 from lestrade.config import ConfigError, ModelConfig
 from lestrade.kube import resource_path
 from lestrade.operator.agent import events as ev
@@ -105,6 +107,16 @@ def writer_for(engine: Engine, view: RunView, *, progress: bool = False) -> Stat
     )
 
 
+def _outcome_on_span(outcome: Outcome) -> None:
+    """The run's span says how it ended before the final status write: Kopf stops the run's
+    daemon as soon as it sees that write, which can cancel us the moment the write returns (so
+    the span may end without what `run_attempt` would set after it)."""
+    span = trace.get_current_span()
+    span.set_attribute("lestrade.run.outcome", str(outcome))
+    if outcome == Outcome.FAILED:
+        span_failed(span, "RunFailed")
+
+
 async def fail(
     projection: Projection,
     recorder: EventRecorder,
@@ -123,6 +135,7 @@ async def fail(
     # Announced before the final write: Kopf stops this daemon as soon as it sees that write
     # (its work filter stops matching), which can cancel us the moment the write returns.
     recorder.post(reason, message, "Warning")
+    _outcome_on_span(Outcome.FAILED)
     await projection.writer.flush()
     return Outcome.FAILED
 
@@ -760,6 +773,7 @@ class _Attempt:
         self.projection.awaiting(self.state, message, self.transcript.reference())
         metrics.run_ended(self.view.kind, "AwaitingApproval", self.started)
         self.recorder.post("ApprovalRequired", message)  # before the write: see `fail`
+        _outcome_on_span(Outcome.AWAITING_APPROVAL)
         await self.writer.flush()
         return Outcome.AWAITING_APPROVAL
 
@@ -786,6 +800,7 @@ class _Attempt:
         # Counted and announced before the final write, for the reason given in `fail`.
         metrics.run_ended(self.view.kind, reason, self.started, facts.steps, max_steps)
         self.recorder.post(reason, message)
+        _outcome_on_span(Outcome.DONE)
         await self.writer.flush()
         return Outcome.DONE
 

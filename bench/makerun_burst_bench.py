@@ -118,6 +118,7 @@ class PhaseWatch:
 
         self.count = count
         self.phases: dict[str, str] = {}
+        self.finished: set[str] = set()
         self.finished_at: float | None = None
         self._done = threading.Event()
         self._proc = subprocess.Popen(
@@ -148,16 +149,16 @@ class PhaseWatch:
             if len(parts) < 2:
                 continue
             self.phases[parts[0]] = parts[1]
-            done = sum(p in ("Succeeded", "Failed") for p in self.phases.values())
-            if done >= self.count and self.finished_at is None:
+            if parts[1] in ("Succeeded", "Failed"):
+                self.finished.add(parts[0])
+            if len(self.finished) >= self.count and self.finished_at is None:
                 self.finished_at = time.perf_counter()
                 self._done.set()
         self._done.set()  # the watch ended: wait() reports it
 
     def wait(self, timeout: float) -> float:
         if not self._done.wait(timeout) or self.finished_at is None:
-            done = sum(p in ("Succeeded", "Failed") for p in self.phases.values())
-            raise TimeoutError(f"{done}/{self.count} finished")
+            raise TimeoutError(f"{len(self.finished)}/{self.count} finished")
         return self.finished_at
 
     def stop(self) -> None:

@@ -138,7 +138,8 @@ def run(state_dir: Path = STATE_DIR) -> int:
         from lestrade.resources.install import install_crds
 
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as api:
-            install_crds(api, wait=True, timeout=60)
+            if cluster is None:  # a local control plane got them before its controllers
+                install_crds(api, wait=True, timeout=60)
             server = api.configuration.host
             # The tools act as this read-only account, never with the admin kubeconfig.
             tools_account = ensure_tools_account(api)

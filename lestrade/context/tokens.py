@@ -95,7 +95,7 @@ def _content_text(content: Any) -> str:
 
 def tools_tokens(tools: Sequence[Mapping[str, Any]] | None, model: str = "") -> int:
     """Tokens of the tool definitions as sent (their compact JSON)."""
-    return count_text(json.dumps(list(tools), separators=(",", ":")), model) if tools else 0
+    return count_text(_tools_text(tools), model) if tools else 0
 
 
 _TOOLS_TEXTS: dict[int, tuple[Sequence[Mapping[str, Any]], str]] = {}
@@ -106,7 +106,7 @@ model call, and dumping it costs more than counting it from the cache."""
 
 def _tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
     known = _TOOLS_TEXTS.get(id(tools))
-    if known is not None and known[0] is tools and isinstance(tools, tuple):
+    if known is not None and known[0] is tools:
         return known[1]
     text = json.dumps(list(tools), separators=(",", ":"))
     if isinstance(tools, tuple):  # only what cannot change under us

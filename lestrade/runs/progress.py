@@ -13,12 +13,12 @@ Both the operator and the API import this module; it reads, never writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lestrade.resources.common import PendingApproval, ToolCall, Usage
-from lestrade.runs.records import PendingCall, ToolResultRecord
+from lestrade.runs.records import PendingCall, Record, ToolResultRecord
 from lestrade.runs.transcript import RecordType, TranscriptState
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "progress_records",
     "RunFacts",
     "run_facts",
+    "model_steps",
     "MAX_STATUS_TOOL_CALLS",
     "MAX_PARAM_CHARS",
     "call_arguments",
@@ -82,6 +83,12 @@ class RunFacts:
     tool_calls: list[ToolCall]
     usage: Usage
     pending_approvals: list[PendingApproval]
+
+
+def model_steps(records: Sequence[Record]) -> int:
+    """Model turns among `records`: `run_facts(...).steps` alone, without the rest of the facts
+    (each call's summary, the usage), for a progress message written on every model turn."""
+    return sum(1 for r in records if r["t"] == RecordType.MESSAGE and r["message"].get("role") == "assistant")
 
 
 def run_facts(state: TranscriptState, since: int = 0, until: int | None = None, *, settled: bool = False) -> RunFacts:

@@ -405,9 +405,7 @@ class Transcript:
         self._start_flush()
 
     def _start_flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.close()  # a delayed flush, if any, is this one
         if self._pending and (self._background is None or self._background.done()):
             self._background = asyncio.create_task(self._flush(), name="transcript flush")
 

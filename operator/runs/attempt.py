@@ -64,6 +64,7 @@ from lestrade.operator.tenancy.scopes import ScopePolicy, decide_scope, load_pol
 from lestrade.operator.tools.base import OPEN_TOOLSET, ToolRegistry
 from lestrade.operator.tools.frontend import call_key, frontend_toolset
 from lestrade.resources.tenancy import Requester, RunScope, requester_of
+from lestrade.runs.progress import model_steps
 from lestrade.runs.records import (
     AgentRecord,
     AnswerRecord,
@@ -591,7 +592,7 @@ class _Attempt:
                                 AgentRecord(t=RecordType.AGENT, event="reasoning", content=event.reasoning)
                             )
                         meter.model_call(event.latency)
-                        steps = self._steps() + 1
+                        steps = model_steps(self.state.since(self.projection.since)) + 1
                         names = ", ".join((c.get("function") or {}).get("name", "?") for c in calls)
                         self._progress(
                             f"Step {steps}: calling {names}" if calls else f"Step {steps}: writing the answer"
@@ -670,15 +671,6 @@ class _Attempt:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         return await self._fail("EngineStopped", "the agent stopped without an answer")
-
-    def _steps(self) -> int:
-        """Model turns of this run (or turn) so far: `facts().steps` without the rest of the
-        facts (each call's summary, usage), which only status patches need."""
-        return sum(
-            1
-            for record in self.state.since(self.projection.since)
-            if record["t"] == RecordType.MESSAGE and record["message"].get("role") == "assistant"
-        )
 
     def _result_delay(self, message: dict[str, Any]) -> float:
         """How long a tool's result may wait before it is stored. The result of a call that

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from lestrade.resources.crd import crd_manifests
 from lestrade.resources.rest import request_json
 
-__all__ = ["install_crds", "wait_established", "CrdNotEstablished"]
+__all__ = ["install_crds", "wait_established", "wait_admissible", "CrdNotEstablished"]
 
 
 class CrdNotEstablished(TimeoutError):
@@ -123,9 +123,39 @@ def wait_discoverable(api_client: client.ApiClient, manifest: dict[str, Any], ti
         time.sleep(0.1)
 
 
+def wait_admissible(api_client: client.ApiClient, manifest: dict[str, Any], timeout: float) -> None:
+    """Block until a (dry-run) create of the CRD's kind gets past admission.
+
+    A MutatingAdmissionPolicy matching the kind (the requester policy) needs the kind's schema,
+    which its type-converter manager loads some time after discovery serves it; a create in that
+    gap is refused with 503 "Resource kind ... not found". Any other answer (422 for the empty
+    probe object) means the policy could handle it."""
+    spec = manifest["spec"]
+    names = spec["names"]
+    version = spec["versions"][0]["name"]
+    where = "namespaces/default/" if spec.get("scope") == "Namespaced" else ""
+    path = f"/apis/{spec['group']}/{version}/{where}{names['plural']}"
+    probe = {
+        "apiVersion": f"{spec['group']}/{version}",
+        "kind": names["kind"],
+        "metadata": {"generateName": "lestrade-admission-probe-"},
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            request_json(api_client, "POST", path, probe, query={"dryRun": "All"})
+            return
+        except ApiException as error:
+            if error.status != 503:
+                return
+        if time.monotonic() > deadline:
+            raise CrdNotEstablished(f"{names['plural']} still refused by admission (503) after {timeout}s")
+        time.sleep(0.1)
+
+
 def install_crds(api_client: client.ApiClient, wait: bool = True, timeout: float = 60) -> None:
-    """Create or replace every Lestrade CRD; with `wait`, return once all are Established and
-    served by API discovery (so kubectl finds them at once)."""
+    """Create or replace every Lestrade CRD; with `wait`, return once all are Established,
+    served by API discovery (so kubectl finds them at once) and past admission policies."""
     manifests = crd_manifests()
     for manifest in manifests:
         _apply(api_client, manifest)
@@ -134,3 +164,4 @@ def install_crds(api_client: client.ApiClient, wait: bool = True, timeout: float
         for manifest in manifests:
             wait_established(api_client, manifest["metadata"]["name"], max(1.0, deadline - time.monotonic()))
             wait_discoverable(api_client, manifest, max(1.0, deadline - time.monotonic()))
+            wait_admissible(api_client, manifest, max(1.0, deadline - time.monotonic()))

@@ -53,7 +53,7 @@ first write — cannot interleave its records with this one's: whoever writes se
 Writes are pipelined: `append_*` only buffers, `flush_soon()` starts writing in the background
 (overlapping the next model call; with a delay, what is appended meanwhile rides along), and
 `sync()` waits until everything appended so far is stored — the operator calls it before a
-tool runs and before any milestone in status.
+call that may have an effect runs and before any milestone in status.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -298,6 +298,10 @@ class Transcript:
         self._stored_messages = 0
         self.stored_records = 0
         """Records known to be stored."""
+        self.before_write: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each write, delayed ones included (the operator's run: until its
+        Running status is stored, so that a transcript with more than its opening messages
+        always belongs to a started run)."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -427,6 +431,8 @@ class Transcript:
     async def _flush(self) -> None:
         async with self._lock:
             while self._pending:
+                if self.before_write is not None:
+                    await self.before_write()
                 entries, self._pending = self._pending, []
                 messages_after = len(self.state.messages)
                 records_after = len(self.state.records)

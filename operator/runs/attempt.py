@@ -165,6 +165,8 @@ class _Attempt:
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
+        self.transcript.before_write = self._running_settled
+        self._turn_may_act = False  # a call of the turn being started may have an effect
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
@@ -560,12 +562,15 @@ class _Attempt:
         self.recorder.post(reason, note)
 
     async def _sync(self) -> None:
-        """Stores the transcript, after the Running status (with startTime) is stored: so a
-        transcript with more than the opening messages always belongs to a started run."""
+        """Stores the transcript (after the Running status, see `_running_settled`)."""
+        await self.transcript.sync()
+
+    async def _running_settled(self) -> None:
+        """Every transcript write waits until the Running status (with startTime) is stored: so
+        a transcript with more than the opening messages always belongs to a started run."""
         if not self._running_stored:
             await self.writer.settled()  # Running was sent at the start (`_announce`)
             self._running_stored = True
-        await self.transcript.sync()
 
     async def _drive(
         self,
@@ -599,13 +604,22 @@ class _Attempt:
                         )
                     case ev.ToolStarted():
                         transcript.append_started(event.call_id, event.digest, read_only=event.read_only)
+                        self._turn_may_act = self._turn_may_act or not event.read_only
                         meter.tool_started(event.call_id, event.name)
                         self._progress(event.description or event.name)
                     case ev.ToolsStarting():
-                        # Every intent of the turn (and the model turn before them) is stored,
-                        # in one write, before any of its calls runs.
-                        await self._sync()
-                        self.writer.set(transcript=transcript.reference())
+                        if self._turn_may_act:
+                            # Every intent of the turn (and the model turn before them) is
+                            # stored, in one write, before any of its calls runs.
+                            await self._sync()
+                            self.writer.set(transcript=transcript.reference())
+                        else:
+                            # Only reads: lost in a crash, the model is asked again and they
+                            # run again. Stored with their results (`_result_delay`) and what
+                            # follows: at most one write per status interval, which stretches
+                            # under load (each write is a ConfigMap update for every watcher).
+                            transcript.flush_soon(self.engine.status_interval())
+                        self._turn_may_act = False
                     case ev.ToolResult(status=status) if status != "approval_required":
                         if event.output == OUTCOME_UNKNOWN:
                             self._outcome_unknown(event)

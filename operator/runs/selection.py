@@ -13,6 +13,9 @@ Job mode keeps the full watch: Kopf removes its finalizer from a run's object wh
 filter stops matching, which it can only see if it still receives the finished object.
 Conversations are never finished (a turn can always be appended), so the operator labels the
 idle ones and Kopf's watch leaves them out by a label selector (`idle.py`).
+Core Events are watched for their Warnings only (`WARNING_EVENTS`, the alert source of
+`triggers/event_source.py`): the Normal ones (every run posts two) are never sent to the operator,
+whose one thread would otherwise decode and dispatch each through Kopf for nothing.
 The initial lists are read in pages (`LIST_CHUNK`), so a start never holds one huge answer.
 
 The selector needs this version's CRD (`selectableFields`); with an older one the apiserver
@@ -31,12 +34,15 @@ from lestrade.operator.runs.idle import IDLE_SELECTOR
 from lestrade.resources.constants import CONVERSATION_PLURAL, GROUP, INVESTIGATION_PLURAL
 from lestrade.resources.investigation import UNFINISHED_SELECTOR
 
-__all__ = ["LIST_CHUNK", "configure_selection", "crd_selects_phase"]
+__all__ = ["LIST_CHUNK", "WARNING_EVENTS", "configure_selection", "crd_selects_phase"]
 
 logger = logging.getLogger(__name__)
 
 LIST_CHUNK = 500
 """Objects per page of a list at start: about 2.5 MB of JSON at most in flight at once."""
+
+WARNING_EVENTS = "type=Warning"
+"""The field selector of the core Events watch (a selector core Events support everywhere)."""
 
 
 async def crd_selects_phase(kube: Kube, crd: str = f"{INVESTIGATION_PLURAL}.{GROUP}") -> bool:
@@ -66,6 +72,7 @@ def configure_selection(
 ) -> None:
     """Server-side selection (when the CRD allows it) and paged lists for Kopf's watches."""
     settings.watching.chunk_size = LIST_CHUNK
+    settings.watching.field_selectors["", "v1", "events"] = WARNING_EVENTS
     if selectable and not job_mode:
         settings.watching.field_selectors[GROUP, INVESTIGATION_PLURAL] = UNFINISHED_SELECTOR
     if idle_conversations and not job_mode:

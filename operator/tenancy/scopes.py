@@ -24,6 +24,7 @@ the start of every attempt: a revoked grant applies to the next attempt.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -98,8 +99,12 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+@functools.lru_cache(maxsize=4)
 def parse_policy(text: str) -> ScopePolicy:
-    """The policy from `grants.yaml`; an unreadable one grants nothing and says why."""
+    """The policy from `grants.yaml`; an unreadable one grants nothing and says why.
+
+    Remembered by its text (the value is immutable): every run reads the policy afresh, and
+    parsing its YAML again for each of a burst's runs cost more than the read."""
     try:
         document = yaml.safe_load(text) or {}
         items = document.get("grants") or [] if isinstance(document, dict) else None

@@ -172,6 +172,7 @@ def _word_is_sensitive(word: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # every object read asks for the same few hundred keys
 def is_sensitive_key(key: str) -> bool:
     """True when `key` names a credential value (DB_PASSWORD, apiKey, --client-secret, PGPASSWORD)."""
     words = [w.lower() for w in _WORD_SPLIT.split(key[:200]) if w]
@@ -718,7 +719,9 @@ def redact_object(obj: Any) -> Any:
     if isinstance(obj, list):
         return _redact_list(obj)
     if isinstance(obj, str):
-        return redact(obj) if len(obj) > 4 else obj
+        if len(obj) <= 4:
+            return obj
+        return _redact_field(obj) if len(obj) <= _FIELD_CACHE_CHARS else redact(obj)
     if not isinstance(obj, dict):
         return obj
     out: dict[str, Any] = {}
@@ -737,6 +740,16 @@ def redact_object(obj: Any) -> Any:
             if isinstance(obj.get(field), dict):
                 out[field] = {k: REDACTED for k in obj[field]}
     return out
+
+
+_FIELD_CACHE_CHARS = 256
+
+
+@functools.lru_cache(maxsize=8192)
+def _redact_field(value: str) -> str:
+    """`redact` of a short field value, remembered: objects repeat most of theirs (images, names,
+    labels, reasons) from one read to the next, and each runs every text rule (at most ~5 MB)."""
+    return redact(value)
 
 
 def _masked_whole(value: Any) -> Any:

@@ -1,6 +1,7 @@
 """Writes a run coalesces, against the real apiserver: a delayed transcript flush takes what is
 appended meanwhile in the same write, progress fields are computed once per status patch (and a
-milestone's values win over them), and waiting for the Running milestone sends no progress.
+milestone's values win over them), waiting for the Running milestone sends no progress, and a
+run whose turns only read stores its transcript once per status interval.
 
 Each of these writes is a whole-object update the apiserver and every watcher pay for; a burst of
 runs through `make run` spent more CPU on them than on the runs (`bench/makerun_burst_bench.py`).
@@ -15,11 +16,13 @@ from typing import Any
 
 import aiohttp
 from kubernetes import client as k8s
-from opkit import create_inv
+from kubernetes import watch
+from opkit import create_inv, phase_is, transcript_messages, wait_inv
 
 from lestrade.kube import Kube, resource_path
+from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.status.writer import StatusWriter
-from lestrade.runs.transcript import Transcript
+from lestrade.runs.transcript import TRANSCRIPT_LABEL, Transcript
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, str]:
@@ -154,3 +157,41 @@ async def test_waiting_for_the_running_milestone_sends_no_progress(
     assert ((writer.last_object or {}).get("status") or {}).get("message") == "Started"
     await writer.close()
     await kube.aclose()
+
+
+def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
+) -> None:
+    # Two turns of read-only calls, then the answer, with a status interval longer than the run:
+    # the reads' intents are not stored before they run (a restart would ask the model again and
+    # read again), so the whole transcript goes in one write, the create at the end. (Storing
+    # each turn's intents first made it three: a create and two updates.)
+    def read(call_id: str) -> Step:
+        return Step(
+            tool_calls=[ToolCall(id=call_id, name="read_probe", arguments={"namespace": namespace, "tag": call_id})]
+        )
+
+    model_server.add_scenario(Scenario(name=scenario_name, steps=[read("r1"), read("r2"), Step(content="All read.")]))
+    start_operator(scenario_name, status_interval=600.0)
+    core = k8s.CoreV1Api(api_client)
+    since = core.list_namespaced_config_map(namespace).metadata.resource_version
+    create_inv(api_client, namespace, "reads")
+    done = wait_inv(api_client, namespace, "reads", phase_is("Succeeded", "Failed"), timeout=120)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    state, chunks = transcript_messages(api_client, done)
+    assert set(state.started) == {"r1", "r2"} and [m["content"] for m in state.messages][-1] == "All read."
+
+    # Every write of the transcript, in order, up to its last one (stored before Succeeded).
+    last = max(int(c.metadata.resource_version) for c in chunks)
+    writes = []
+    for event in watch.Watch().stream(
+        core.list_namespaced_config_map,
+        namespace,
+        label_selector=TRANSCRIPT_LABEL,
+        resource_version=since,
+        timeout_seconds=60,
+    ):
+        writes.append(event["type"])
+        if int(event["object"].metadata.resource_version) >= last:
+            break
+    assert writes == ["ADDED"]

@@ -33,7 +33,7 @@ from opkit import (
 
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.base.metrics import RUNS_ACTIVE
-from lestrade.operator.runs.selection import configure_selection
+from lestrade.operator.runs.selection import WARNING_EVENTS, configure_selection
 from lestrade.resources.investigation import UNFINISHED_SELECTOR
 from lestrade.timefmt import now_iso
 
@@ -56,6 +56,12 @@ def test_the_operator_lists_and_watches_only_unfinished_investigations() -> None
     job_mode = kopf.OperatorSettings()
     configure_selection(job_mode, job_mode=True)
     assert list(job_mode.watching.field_selectors.collect(_investigations())) == []
+    # Core Events: only Warnings (the alert source), in both modes; events.k8s.io is not selected.
+    for each in (settings, job_mode):
+        assert list(each.watching.field_selectors.collect(Resource("", "v1", "events", namespaced=True))) == [
+            WARNING_EVENTS
+        ]
+        assert list(each.watching.field_selectors.collect(Resource("events.k8s.io", "v1", "events"))) == []
 
 
 def _finished(api_client: k8s.ApiClient, namespace: str, name: str, phase: str, **spec: Any) -> None:

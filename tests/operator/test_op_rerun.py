@@ -69,9 +69,16 @@ def test_a_read_only_call_cut_by_a_kill_runs_again_and_the_model_gets_its_result
     first = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 1)
     create_inv(api_client, namespace, "reading")
     wait_until("the read to start", lambda: count_effects(api_client, namespace, READ_LABEL, tag) >= 1, timeout=90)
+
+    # A turn of reads is stored a status interval after it starts (it runs meanwhile): the kill
+    # comes once its intent is stored, while the read still runs (for 120 s).
+    def stored() -> Any:
+        state, _ = transcript_messages(api_client, get_inv(api_client, namespace, "reading"))
+        return state if "read-1" in state.started else None
+
+    before = wait_until("the read's intent to be stored", stored, timeout=90)
     first.kill()
-    before, _ = transcript_messages(api_client, get_inv(api_client, namespace, "reading"))
-    assert "read-1" in before.started and "read-1" not in before.launched  # a read has no launch mark
+    assert "read-1" not in before.launched  # a read has no launch mark
 
     second = operator_process(cluster, namespace, tmp_path, model_server, scenario_name, 2)
     try:

@@ -11,7 +11,7 @@ an operator with a concurrency of 2 or a 50 ms status interval through overrides
 | `LESTRADE_MAX_CONCURRENT_RUNS` | 10 | investigations running at once per operator; the rest wait in Pending |
 | `LESTRADE_DEFAULT_TIMEOUT` | 30m | run timeout when `spec.timeout` is not set |
 | `LESTRADE_DEFAULT_MAX_STEPS` | 20 | model calls when `spec.maxSteps` is not set |
-| `LESTRADE_STATUS_INTERVAL` | 0.3 | seconds between coalesced status patches of one run |
+| `LESTRADE_STATUS_INTERVAL` | 0.3 | seconds between coalesced status patches (and read-only transcript writes) of one run |
 | `LESTRADE_STATUS_PATCHES_PER_SECOND` | 10 | progress patches of all runs together (the interval stretches) |
 | `LESTRADE_TRANSCRIPT_CHUNK_BYTES` | 524288 | most bytes in one transcript ConfigMap |
 | `LESTRADE_JOB_MODE` | false | run each investigation as a Kubernetes Job instead of in the operator |
@@ -167,7 +167,9 @@ class StatusSettings:
     every watcher) and Kopf and the API another watch event each: 10 a second is a few percent
     of a core; a burst of 200 runs at 50 a second spent more CPU on progress than on the runs
     (`bench/makerun_burst_bench.py`). Up to 3 runs at once still see progress every 0.3 s;
-    milestones (start, approvals, the end) are never held back."""
+    milestones (start, approvals, the end) are never held back. The same interval paces the
+    transcript's writes of a turn that only reads (its calls and their results): what may
+    have an effect is stored before it runs and its result at once."""
     transcript_chunk_bytes: int = 512 * 1024
     """Most bytes in one transcript ConfigMap: under the apiserver's 1 MiB object limit with room."""
 

@@ -86,6 +86,12 @@ async def bare_floor(server: ModelServerProcess, name: str, count: int) -> tuple
     return time.perf_counter() - started, time.process_time() - cpu
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far."""
+    rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_log(path: Path, text: str, timeout: float, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -385,8 +391,11 @@ def main() -> int:
     )
     load_before = f"{os.getloadavg()[0]:.1f}"
     try:
+        model_cpu = process_cpu(server.proc.pid)
         floor, floor_cpu = asyncio.run(bare_floor(server, name, args.count))
+        floor_model_cpu, model_cpu = process_cpu(server.proc.pid) - model_cpu, process_cpu(server.proc.pid)
         run = through_make_run(server, name, args.count, folder)
+        run_model_cpu = process_cpu(server.proc.pid) - model_cpu  # the burst (and the first chat)
     finally:
         server.stop()
     ratio = run["wall"] / floor
@@ -408,6 +417,10 @@ def main() -> int:
     print(f"  each run, creation to start: {spread(run['wait'])}; start to end: {spread(run['run'])}")
     cpu = sorted(run["cpu"].items(), key=lambda kv: -kv[1])
     print("  CPU seconds during the burst: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu))
+    print(
+        f"  the scripted model server's CPU seconds (on this machine, unlike a provider's): floor {floor_model_cpu:.1f}, "
+        f"burst {run_model_cpu:.1f}"
+    )
     served = sorted(((k, v) for k, v in run["served"].items() if v >= args.count / 4), key=lambda kv: -kv[1])
     print(
         f"  apiserver requests during the burst (>= {args.count // 4}): "

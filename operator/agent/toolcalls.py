@@ -14,6 +14,7 @@ saw; a decision whose digest does not match the call it names is not applied.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
@@ -55,9 +56,9 @@ class Call:
     """Parsed arguments; None when they were not a JSON object."""
     error: str | None = None
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        return call_digest(self.name, self.arguments)
+        return call_digest(self.name, self.arguments)  # asked for at each step of the call
 
     def as_message_part(self) -> dict[str, Any]:
         """The OpenAI `tool_calls` entry of the assistant message."""

@@ -41,9 +41,9 @@ class Engine:
     """uid -> decisions already acted upon (from the transcript); used to judge new ones."""
     owns_client: bool = False
     active_runs: int = 0
+    """Runs in progress in this process (what the status interval stretches with)."""
     mcp: McpHub = field(default_factory=lambda: McpHub(observe=metrics.mcp_tool_call))
     """The MCPServers this process follows (lestrade.operator.mcpservers) and their tools."""
-    """Runs in progress in this process (what the status interval stretches with)."""
 
     @property
     def tenancy(self) -> bool:

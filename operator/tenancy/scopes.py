@@ -24,6 +24,7 @@ the start of every attempt: a revoked grant applies to the next attempt.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from dataclasses import dataclass
@@ -149,10 +150,28 @@ def parse_policy(text: str) -> ScopePolicy:
         return ScopePolicy(error=f"scope policy {POLICY_KEY}: {exc}")
 
 
+_reads: dict[tuple[int, str], asyncio.Task[ScopePolicy]] = {}
+"""Reads of a policy under way, by (client, ConfigMap)."""
+
+
 async def load_policy(kube: Kube, ref: str | None) -> ScopePolicy:
-    """The policy ConfigMap `namespace/name` (absent: no grants)."""
+    """The policy ConfigMap `namespace/name` (absent: no grants), read for this run.
+
+    Runs that start while a read is under way share it (a burst of 200 runs made 200 GETs of
+    the same object): each still gets the policy as it was at most one round trip before it
+    asked, and never a remembered one."""
     if not ref:
         return ScopePolicy()
+    key = (id(kube), ref)
+    read = _reads.get(key)
+    # A task keeps its loop and client alive, so the key cannot name another client meanwhile.
+    if read is None or read.done() or read.get_loop() is not asyncio.get_running_loop():
+        read = _reads[key] = asyncio.ensure_future(_read_policy(kube, ref))
+        read.add_done_callback(lambda done: _reads.pop(key, None) if _reads.get(key) is done else None)
+    return await asyncio.shield(read)
+
+
+async def _read_policy(kube: Kube, ref: str) -> ScopePolicy:
     namespace, _, name = ref.rpartition("/")
     try:
         configmap = await kube.request("GET", api_path("v1", "configmaps", namespace, name))

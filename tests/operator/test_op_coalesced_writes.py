@@ -1,7 +1,8 @@
 """Writes a run coalesces, against the real apiserver: a delayed transcript flush takes what is
 appended meanwhile in the same write, progress fields are computed once per status patch (and a
 milestone's values win over them), waiting for the Running milestone sends no progress, and a
-run whose turns only read stores its transcript once per status interval.
+run whose turns only read stores its transcript once per status interval; runs starting
+together share one read of the scope policy.
 
 Each of these writes is a whole-object update the apiserver and every watcher pay for; a burst of
 runs through `make run` spent more CPU on them than on the runs (`bench/makerun_burst_bench.py`).
@@ -22,6 +23,7 @@ from opkit import create_inv, phase_is, transcript_messages, wait_inv
 from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step, ToolCall
 from lestrade.operator.status.writer import StatusWriter
+from lestrade.operator.tenancy.scopes import POLICY_KEY, load_policy
 from lestrade.runs.transcript import TRANSCRIPT_LABEL, Transcript
 
 
@@ -30,12 +32,12 @@ def _owner(obj: dict[str, Any]) -> dict[str, str]:
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"]}
 
 
-def _counting(api_client: k8s.ApiClient) -> tuple[Kube, list[str]]:
-    """A Kube whose writes (method and path) are recorded as they are sent."""
+def _counting(api_client: k8s.ApiClient, methods: tuple[str, ...] = ("POST", "PATCH", "PUT")) -> tuple[Kube, list[str]]:
+    """A Kube whose writes (or other `methods`: method and path) are recorded as they are sent."""
     writes: list[str] = []
 
     async def on_start(_session: Any, _ctx: Any, params: aiohttp.TraceRequestStartParams) -> None:
-        if params.method in ("POST", "PATCH", "PUT"):
+        if params.method in methods:
             writes.append(f"{params.method} {params.url.path}")
 
     trace = aiohttp.TraceConfig()
@@ -195,3 +197,29 @@ def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
         if int(event["object"].metadata.resource_version) >= last:
             break
     assert writes == ["ADDED"]
+
+
+async def test_runs_starting_together_share_one_read_of_the_scope_policy_and_never_keep_it(
+    api_client: k8s.ApiClient, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespaced_config_map(
+        namespace,
+        k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(name="scopes"),
+            data={POLICY_KEY: "grants:\n  - groups: [sre]\n    namespaces: [a]\n"},
+        ),
+    )
+    kube, reads = _counting(api_client, ("GET",))
+    ref = f"{namespace}/scopes"
+    together = await asyncio.gather(*(load_policy(kube, ref) for _ in range(20)))
+    assert len(reads) == 1 and all(p == together[0] for p in together)
+    assert [g.namespaces for g in together[0].grants] == [("a",)]
+
+    # The next run reads again, and sees a change at once (nothing is remembered).
+    core.patch_namespaced_config_map(
+        "scopes", namespace, {"data": {POLICY_KEY: "grants:\n  - groups: [sre]\n    namespaces: [b]\n"}}
+    )
+    later = await load_policy(kube, ref)
+    assert len(reads) == 2 and [g.namespaces for g in later.grants] == [("b",)]
+    await kube.aclose()

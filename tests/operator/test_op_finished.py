@@ -233,3 +233,41 @@ async def test_the_ttl_reaper_without_selectors_still_deletes_only_expired_ones(
         await asyncio.gather(task, return_exceptions=True)
         reaper.close()
         await kube.aclose()
+
+
+def test_the_lean_essence_is_kopfs_own() -> None:
+    """Kopf builds an object's essence on every watch event; ours skips deep-copying the status
+    and managedFields it drops. Same result as Kopf's for a run with all of them, for a
+    ReplicaSet of a Deployment (its key depends on ownerReferences), and with extra fields."""
+    from lestrade.operator.handlers import ANNOTATION_PREFIX, LeanDiffBaseStorage
+
+    run = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Investigation",
+        "metadata": {
+            "name": "r",
+            "namespace": "n",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"team": "a"},
+            "annotations": {
+                "note": "kept",
+                "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {}}',
+                f"{ANNOTATION_PREFIX}/last-handled-configuration": '{"spec": {"title": "old"}}',
+            },
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+            "ownerReferences": [{"kind": "Deployment", "name": "d", "uid": "d-1", "apiVersion": "apps/v1"}],
+        },
+        "spec": {"title": "t", "subject": {"kind": "Pod", "name": "p"}},
+        "status": {"phase": "Running", "toolCalls": [{"id": "c1"}]},
+    }
+    replicaset = {**run, "apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    ours = LeanDiffBaseStorage(prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    for body in (run, replicaset, {"kind": "Thing", "spec": {"a": 1}}):
+        for extra in (set(), {("status", "phase")}):
+            assert ours.build(body=kopf.Body(body), extra_fields=extra) == kopfs.build(
+                body=kopf.Body(body), extra_fields=extra
+            )
+    essence = ours.build(body=kopf.Body(run), extra_fields=set())
+    assert essence == {"metadata": {"labels": {"team": "a"}, "annotations": {"note": "kept"}}, "spec": run["spec"]}

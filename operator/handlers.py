@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kopf._core.intents import handlers as kopf_handlers
@@ -92,7 +92,7 @@ class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         meta = body.get("metadata") or {}
         lean: dict[str, Any] = {key: value for key, value in body.items() if key not in ("metadata", "status")}
         lean["metadata"] = {key: meta[key] for key in ("labels", "annotations", "ownerReferences") if key in meta}
-        return super().build(body=kopf.Body(lean), extra_fields=extra_fields)
+        return super().build(body=kopf.Body(cast(kopf.RawBody, lean)), extra_fields=extra_fields)
 
 
 def configure_kopf(

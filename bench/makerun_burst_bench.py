@@ -4,7 +4,7 @@
 
 1. floor: `count` runs of 4 model calls each (500 ms each, the same scripted model server in a
    process of its own), made bare with litellm at concurrency `count`: the time the model alone
-   needs, measured in this run;
+   needs, measured in this run (the median of three);
 2. `lestrade run` (what `make run` starts: the local control plane, the operator and the API as
    processes, the admission policies, the tools' identity, per-scope identities) with that
    scripted model as its model list and the concurrency cap at `count`; then `count`
@@ -45,6 +45,7 @@ from lestrade.localcluster.cluster import free_port  # noqa: E402
 from lestrade.modelserver import Scenario, Step, ToolCall  # noqa: E402
 
 LATENCY_MS = 500
+FLOOR_RUNS = 3
 TARGET, GOAL = 2.0, 1.5
 POD, NAMESPACE = "burst-target", "default"
 FIRST_CHAT = "makerun-first-chat"
@@ -84,6 +85,11 @@ async def bare_floor(server: ModelServerProcess, name: str, count: int) -> tuple
     started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i) for i in range(count)))
     return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def bare_floors(server: ModelServerProcess, name: str, count: int, runs: int) -> list[tuple[float, float]]:
+    """`bare_floor` `runs` times, in one event loop (litellm keeps its clients per loop)."""
+    return [await bare_floor(server, name, count) for _ in range(runs)]
 
 
 def process_cpu(pid: int) -> float:
@@ -392,8 +398,12 @@ def main() -> int:
     load_before = f"{os.getloadavg()[0]:.1f}"
     try:
         model_cpu = process_cpu(server.proc.pid)
-        floor, floor_cpu = asyncio.run(bare_floor(server, name, args.count))
-        floor_model_cpu, model_cpu = process_cpu(server.proc.pid) - model_cpu, process_cpu(server.proc.pid)
+        # The median of three: one floor's own spread (±10% on a 2-core machine) would go
+        # straight into the ratio.
+        floors = sorted(asyncio.run(bare_floors(server, name, args.count, FLOOR_RUNS)))
+        floor, floor_cpu = floors[len(floors) // 2]
+        floor_model_cpu = (process_cpu(server.proc.pid) - model_cpu) / FLOOR_RUNS
+        model_cpu = process_cpu(server.proc.pid)
         run = through_make_run(server, name, args.count, folder)
         run_model_cpu = process_cpu(server.proc.pid) - model_cpu  # the burst (and the first chat)
     finally:
@@ -408,7 +418,8 @@ def main() -> int:
         "3 Kubernetes reads each)"
     )
     print(
-        f"  bare litellm floor, same model server, same run: {floor:6.1f} s (its litellm client: {floor_cpu:.1f} CPU s)"
+        f"  bare litellm floor, same model server, same run: {floor:6.1f} s (its litellm client: {floor_cpu:.1f} CPU s; "
+        f"median of {FLOOR_RUNS}: " + ", ".join(f"{wall:.1f}" for wall, _ in floors) + " s)"
     )
     print(
         f"  kubectl apply -> all finished:                   {run['wall']:6.1f} s "

@@ -47,7 +47,7 @@ from lestrade.operator.runs.stopping import run_until_stopped
 from lestrade.operator.runs.supervisor import Feeds, Supervisor
 from lestrade.operator.runs.ttl import TtlReaper
 from lestrade.operator.triggers import event_source, route_check, schedules
-from lestrade.resources.constants import GROUP, VERSION
+from lestrade.resources.constants import CONVERSATION_KIND, GROUP, VERSION
 from lestrade.resources.keys import FINALIZER
 from lestrade.runs.views import KINDS, ConversationView, view_of
 
@@ -152,7 +152,12 @@ def build_registry(job_mode: bool = False) -> kopf.OperatorRegistry:
         if ctx.ownership is not None:
             ctx.ownership.touched(uid)
         settings = ctx.engine.settings
-        if type != "DELETED" and settings.runs.select_idle_conversations and not settings.jobs.enabled:
+        if (
+            type != "DELETED"
+            and body.get("kind") == CONVERSATION_KIND  # an Investigation's view is not parsed for nothing
+            and settings.runs.select_idle_conversations
+            and not settings.jobs.enabled
+        ):
             view = view_of(body)
             if isinstance(view, ConversationView) and not view.has_work():
                 # Idle with no daemon to say so (answered before this operator started):

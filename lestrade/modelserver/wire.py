@@ -33,13 +33,18 @@ ARGUMENT_CHUNK_CHARS = 16
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
 def _encoding() -> Any:
     import tiktoken  # needs TIKTOKEN_CACHE_DIR, which `import lestrade` sets
 
     return tiktoken.get_encoding("cl100k_base")
 
 
+@lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
+    """cl100k tokens of `text`, remembered: each request of a conversation repeats the earlier
+    messages and the tool schemas (this server stands in for a remote provider, so its CPU
+    should go to the runs under test, not to counting the same text again)."""
     return len(_encoding().encode(text, disallowed_special=())) if text else 0
 
 

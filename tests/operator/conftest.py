@@ -6,9 +6,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from opkit import OperatorThread, model_list, test_registry
+from opkit import OperatorProcess, OperatorThread, model_list, test_registry
 
 from lestrade.config import ModelList
+
+
+@pytest.fixture(autouse=True)
+def _no_operator_process_outlives_its_test() -> Iterator[None]:
+    yield
+    OperatorProcess.kill_leftovers()
 
 
 @pytest.fixture

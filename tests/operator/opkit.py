@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from kubernetes import client as k8s
@@ -296,7 +296,13 @@ class OperatorThread:
 
 
 class OperatorProcess:
-    """`python -m lestrade.operator` (or the test launcher with the test tools) as a process."""
+    """`python -m lestrade.operator` (or the test launcher with the test tools) as a process.
+
+    Every one started is in `OperatorProcess.started` until `kill_leftovers()` (the operator
+    tests' autouse fixture) kills those a failed test left running: one outlived its test
+    session by an hour, retrying a cluster that was gone."""
+
+    started: ClassVar[list[OperatorProcess]] = []
 
     def __init__(
         self,
@@ -326,7 +332,17 @@ class OperatorProcess:
         handle = open(self.log, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT)
         handle.close()
+        OperatorProcess.started.append(self)
         return self
+
+    @classmethod
+    def kill_leftovers(cls) -> None:
+        """SIGKILL to every started process still running (a test that failed before it
+        stopped its operators), then forget them all."""
+        for each in cls.started:
+            if each.alive():
+                each.kill()
+        cls.started.clear()
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind happens in the operator."""

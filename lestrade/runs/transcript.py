@@ -302,6 +302,9 @@ class Transcript:
         """Awaited before each write, delayed ones included (the operator's run: until its
         Running status is stored, so that a transcript with more than its opening messages
         always belongs to a started run)."""
+        self.after_write: Callable[[], None] | None = None
+        """Called after each write (the operator's run: status.transcript follows, so that
+        whoever reads the transcript when the run changes reads the delayed writes too)."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -439,6 +442,8 @@ class Transcript:
                 await self._write(entries)
                 self._stored_messages = max(self._stored_messages, messages_after)
                 self.stored_records = max(self.stored_records, records_after)
+                if self.after_write is not None:
+                    self.after_write()
 
     async def _write(self, entries: list[tuple[str, str]]) -> None:
         batch: dict[str, str] = {}

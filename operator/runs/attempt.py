@@ -166,6 +166,8 @@ class _Attempt:
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
         self.transcript.before_write = self._running_settled
+        self.transcript.after_write = self._transcript_stored
+        self._ending = False  # set when the attempt returns: no status change after that
         self._turn_may_act = False  # a call of the turn being started may have an effect
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
@@ -203,6 +205,7 @@ class _Attempt:
             logger.warning("%s %s/%s stopped: %s", self.view.kind, self.ref.namespace, self.ref.name, exc)
             return Outcome.FENCED
         finally:
+            self._ending = True
             if self.harness is not None:
                 await self.harness.aclose()
             self.transcript.close()
@@ -565,6 +568,13 @@ class _Attempt:
         """Stores the transcript (after the Running status, see `_running_settled`)."""
         await self.transcript.sync()
 
+    def _transcript_stored(self) -> None:
+        """status.transcript follows every write, delayed ones included (within the status
+        interval, as progress): `kubectl lestrade follow` reads the transcript when the run
+        changes, and a turn of reads is stored after its status progress was sent."""
+        if not self._ending:
+            self.writer.set(transcript=self.transcript.reference())
+
     async def _running_settled(self) -> None:
         """Every transcript write waits until the Running status (with startTime) is stored: so
         a transcript with more than the opening messages always belongs to a started run."""
@@ -611,8 +621,7 @@ class _Attempt:
                         if self._turn_may_act:
                             # Every intent of the turn (and the model turn before them) is
                             # stored, in one write, before any of its calls runs.
-                            await self._sync()
-                            self.writer.set(transcript=transcript.reference())
+                            await self._sync()  # status.transcript follows (`_transcript_stored`)
                         else:
                             # Only reads: lost in a crash, the model is asked again and they
                             # run again. Stored with their results (`_result_delay`) and what

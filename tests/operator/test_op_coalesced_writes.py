@@ -1,8 +1,8 @@
 """Writes a run coalesces, against the real apiserver: a delayed transcript flush takes what is
 appended meanwhile in the same write, progress fields are computed once per status patch (and a
 milestone's values win over them), waiting for the Running milestone sends no progress, and a
-run whose turns only read stores its transcript once per status interval; runs starting
-together share one read of the scope policy.
+run whose turns only read stores its transcript once per status interval (and status.transcript
+follows each such write); runs starting together share one read of the scope policy.
 
 Each of these writes is a whole-object update the apiserver and every watcher pay for; a burst of
 runs through `make run` spent more CPU on them than on the runs (`bench/makerun_burst_bench.py`).
@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from kubernetes import client as k8s
 from kubernetes import watch
-from opkit import create_inv, phase_is, transcript_messages, wait_inv
+from opkit import create_inv, get_inv, phase_is, transcript_messages, wait_inv, wait_until
 
 from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step, ToolCall
@@ -223,3 +223,28 @@ async def test_runs_starting_together_share_one_read_of_the_scope_policy_and_nev
     later = await load_policy(kube, ref)
     assert len(reads) == 2 and [g.namespaces for g in later.grants] == [("b",)]
     await kube.aclose()
+
+
+def test_status_follows_a_delayed_transcript_write_while_the_model_thinks(
+    api_client: k8s.ApiClient, namespace: str, model_server: Any, scenario_name: str, start_operator: Any
+) -> None:
+    # A turn of reads is stored a status interval after it ran; status.transcript must follow
+    # that write (`kubectl lestrade follow` reads the transcript when the run changes), not wait
+    # for the end of the run: here the model then thinks for 30 s.
+    call = ToolCall(id="r1", name="read_probe", arguments={"namespace": namespace, "tag": "r1"})
+    model_server.add_scenario(
+        Scenario(name=scenario_name, steps=[Step(tool_calls=[call]), Step(content="Done.", latency_ms=30_000)])
+    )
+    start_operator(scenario_name)
+    create_inv(api_client, namespace, "thinking")
+
+    def followed() -> Any:
+        obj = get_inv(api_client, namespace, "thinking")
+        state, _ = transcript_messages(api_client, obj)
+        stored = len(state.records)
+        shown = ((obj.get("status") or {}).get("transcript") or {}).get("records")
+        has_result = any(m.get("role") == "tool" for m in state.messages)
+        return obj if has_result and shown == stored else None
+
+    obj = wait_until("status.transcript to count the stored result", followed, timeout=20)
+    assert obj["status"]["phase"] == "Running"  # the model is still thinking

@@ -92,10 +92,15 @@ async def bare_floors(server: ModelServerProcess, name: str, count: int, runs: i
     return [await bare_floor(server, name, count) for _ in range(runs)]
 
 
+def _parent_and_cpu(stat: Path) -> tuple[int, float]:
+    """A /proc/<pid>/stat's parent pid and CPU seconds (user + system) so far."""
+    rest = stat.read_text().rsplit(")", 1)[1].split()
+    return int(rest[1]), (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system) process `pid` has used so far."""
-    rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    return _parent_and_cpu(Path(f"/proc/{pid}/stat"))[1]
 
 
 def wait_log(path: Path, text: str, timeout: float, proc: subprocess.Popen) -> None:
@@ -185,18 +190,17 @@ def cpu_seconds(root: int) -> dict[str, float]:
     """CPU seconds (user + system) so far of `lestrade run` and every process under it, by what
     it is: the operator, the API, kube-apiserver, etcd, ... (a figure the machine's other load
     inflates less than the wall time)."""
-    tick = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[int, float, str]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            rest = stat.read_text().rsplit(")", 1)[1].split()
+            parent, seconds = _parent_and_cpu(stat)
             argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError):
             continue  # a process that ended meanwhile
         args = [a.decode(errors="replace") for a in argv if a]
         text = " ".join(args)
         name = next((n for n in ("operator", "api") if f"lestrade.{n}" in text), Path(args[0]).name if args else "?")
-        stats[int(stat.parent.name)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / tick, name)
+        stats[int(stat.parent.name)] = (parent, seconds, name)
     out: dict[str, float] = {}
     for pid, (_, seconds, name) in stats.items():
         ancestor = pid

@@ -33,7 +33,6 @@ ARGUMENT_CHUNK_CHARS = 16
 
 
 @lru_cache(maxsize=1)
-@lru_cache(maxsize=1)
 def _encoding() -> Any:
     import tiktoken  # needs TIKTOKEN_CACHE_DIR, which `import lestrade` sets
 

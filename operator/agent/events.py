@@ -75,12 +75,15 @@ class ToolStarted:
 class ToolsStarting:
     """The calls announced by the `ToolStarted` events just before start now, together.
 
-    Persist their intents (all of them, in one write) before asking for the next event: a
-    restart then finds either every intent of the turn or none. A call that may have an
-    effect is additionally announced to the `before_launch` hook of `Agent.run` right before
-    it launches (its "launched" mark); a read-only one is not, it is simply run again."""
+    When one `may_act`, persist their intents (all of them, in one write) before asking for
+    the next event: a restart then finds either every intent of the turn or none. A call that
+    may have an effect is additionally announced to the `before_launch` hook of `Agent.run`
+    right before it launches (its "launched" mark); a read-only one is not, it is simply run
+    again, so a turn of reads may be persisted later (with its results)."""
 
     call_ids: list[str]
+    may_act: bool = True
+    """Some call of the turn is not declared read-only."""
     kind: Literal["tools_starting"] = "tools_starting"
 
 

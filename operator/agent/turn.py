@@ -183,17 +183,11 @@ class Turn:
             elif tool is not None and call.params is not None:
                 self.guard.record_call(call.name, call.params)
                 work.append((call, tool))
-        for call, tool in work:
-            yield ToolStarted(
-                call.id,
-                call.name,
-                call.params or {},
-                describe(tool, call),
-                call.digest,
-                read_only=self.registry.is_read_only(call.name, call.params),
-            )
+        read_only = [self.registry.is_read_only(call.name, call.params) for call, _ in work]
+        for (call, tool), reads in zip(work, read_only, strict=True):
+            yield ToolStarted(call.id, call.name, call.params or {}, describe(tool, call), call.digest, read_only=reads)
         if work:
-            yield ToolsStarting([call.id for call, _ in work])
+            yield ToolsStarting([call.id for call, _ in work], may_act=not all(read_only))
         ran = dict(zip((c.id for c, _ in work), await self._run_all(work), strict=True))
         for call in calls:
             tool = tools[call.id]

@@ -167,8 +167,6 @@ class _Attempt:
         self._running_stored = False
         self.transcript.before_write = self._running_settled
         self.transcript.after_write = self._transcript_stored
-        self._ending = False  # set when the attempt returns: no status change after that
-        self._turn_may_act = False  # a call of the turn being started may have an effect
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
         self.scope: RunScope | None = None
@@ -191,7 +189,7 @@ class _Attempt:
         if self.lost_approvals:
             message += ". " + self._lost_approvals_note()
         self.transcript.append(ErrorRecord(t=RecordType.ERROR, reason=reason, message=message, at=now_iso()))
-        await self._sync()
+        await self.transcript.sync()
         return await fail(self.projection, self.recorder, reason, message, self.state, self.started)
 
     # -- the attempt -----------------------------------------------------------------------------
@@ -205,7 +203,7 @@ class _Attempt:
             logger.warning("%s %s/%s stopped: %s", self.view.kind, self.ref.namespace, self.ref.name, exc)
             return Outcome.FENCED
         finally:
-            self._ending = True
+            self.transcript.after_write = None  # no status change once the attempt returns
             if self.harness is not None:
                 await self.harness.aclose()
             self.transcript.close()
@@ -235,8 +233,9 @@ class _Attempt:
             return await fail(self.projection, self.recorder, "Timeout", self._timeout_message())
 
         # Before an Investigation's first run nothing but its opening messages can be stored
-        # (every other write waits until startTime is in status, see `_sync`), so only a resumed
-        # Investigation reads its transcript; a Conversation always has earlier turns to read.
+        # (every other write waits until startTime is in status, see `_running_settled`), so
+        # only a resumed Investigation reads its transcript; a Conversation always has earlier
+        # turns to read.
         fresh = isinstance(view, InvestigationView) and started is None
         state = self.transcript.state if fresh else await self.transcript.load()
         scope = await self._scope()
@@ -389,9 +388,9 @@ class _Attempt:
                 spec=spec,
                 usage=self._usage,
                 ledger=self.engine.ledger,
-                sync=self._sync,
+                sync=self.transcript.sync,
                 prompt=prompt,
-                progress=self._harness_progress,
+                progress=self._progress,  # status.transcript follows each write by itself
             )
             tools, limits = self.harness.main_tools(), self.harness.limits(limits)
         return Agent(
@@ -435,11 +434,6 @@ class _Attempt:
             )
         )
         return await self._done(ev.Answer(text=outcome.answer))
-
-    def _harness_progress(self) -> None:
-        """Status follows a subagent's stored records (the API reads them when it changes)."""
-        self._progress()
-        self.writer.set(transcript=self.transcript.reference())
 
     def _started(self) -> frozenset[str]:
         """Calls that may have had their effect (reported as "outcome unknown", never re-run,
@@ -564,16 +558,11 @@ class _Attempt:
         reason = "TurnStarted" if isinstance(self.projection, ConversationProjection) and not resumed else verb
         self.recorder.post(reason, note)
 
-    async def _sync(self) -> None:
-        """Stores the transcript (after the Running status, see `_running_settled`)."""
-        await self.transcript.sync()
-
     def _transcript_stored(self) -> None:
         """status.transcript follows every write, delayed ones included (within the status
         interval, as progress): `kubectl lestrade follow` reads the transcript when the run
         changes, and a turn of reads is stored after its status progress was sent."""
-        if not self._ending:
-            self.writer.set(transcript=self.transcript.reference())
+        self.writer.set(transcript=self.transcript.reference())
 
     async def _running_settled(self) -> None:
         """Every transcript write waits until the Running status (with startTime) is stored: so
@@ -614,21 +603,19 @@ class _Attempt:
                         )
                     case ev.ToolStarted():
                         transcript.append_started(event.call_id, event.digest, read_only=event.read_only)
-                        self._turn_may_act = self._turn_may_act or not event.read_only
                         meter.tool_started(event.call_id, event.name)
                         self._progress(event.description or event.name)
-                    case ev.ToolsStarting():
-                        if self._turn_may_act:
+                    case ev.ToolsStarting(may_act=may_act):
+                        if may_act:
                             # Every intent of the turn (and the model turn before them) is
                             # stored, in one write, before any of its calls runs.
-                            await self._sync()  # status.transcript follows (`_transcript_stored`)
+                            await transcript.sync()  # status.transcript follows (`_transcript_stored`)
                         else:
                             # Only reads: lost in a crash, the model is asked again and they
                             # run again. Stored with their results (`_result_delay`) and what
                             # follows: at most one write per status interval, which stretches
                             # under load (each write is a ConfigMap update for every watcher).
                             transcript.flush_soon(self.engine.status_interval())
-                        self._turn_may_act = False
                     case ev.ToolResult(status=status) if status != "approval_required":
                         if event.output == OUTCOME_UNKNOWN:
                             self._outcome_unknown(event)
@@ -710,7 +697,7 @@ class _Attempt:
         """Right before a call that may have an effect launches: its mark is stored, so a
         restart never runs it again (and one without the mark runs after a restart)."""
         self.transcript.append_launched(call.id, call.digest)
-        await self._sync()
+        await self.transcript.sync()
 
     def _outcome_unknown(self, event: ev.ToolResult) -> None:
         """A call that may have run before a restart is reported as such; if a person had
@@ -774,7 +761,7 @@ class _Attempt:
                 pending=[self._pending_call(p) for p in pending],
             )
         )
-        await self._sync()
+        await self.transcript.sync()
         ids = [p.tool_call_id for p in pending]
         example = json.dumps({"spec": {"decisions": {ids[0]: {"approved": True}}}})
         message = (
@@ -798,7 +785,7 @@ class _Attempt:
             self.transcript.append(
                 AnswerRecord(t=RecordType.ANSWER, text=answer.text, sections=answer.sections, at=now_iso())
             )
-        await self._sync()
+        await self.transcript.sync()
         facts = self.projection.facts(state, settled=True)
         counts = f"{facts.steps} step(s) and {facts.tool_call_count} tool call(s)"
         if isinstance(self.projection, ConversationProjection):

@@ -171,7 +171,6 @@ def _word_is_sensitive(word: str) -> bool:
     return word in _SENSITIVE_WORDS or (len(word) > 6 and word.endswith(_SENSITIVE_ENDINGS))
 
 
-@functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=4096)  # every object read asks for the same few hundred keys
 def is_sensitive_key(key: str) -> bool:
     """True when `key` names a credential value (DB_PASSWORD, apiKey, --client-secret, PGPASSWORD)."""

@@ -17,12 +17,14 @@ prints:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -130,6 +132,12 @@ class ModelServerProcess:
 
     def litellm_params(self, scenario: str) -> dict[str, str]:
         return {"model": f"openai/{scenario}", "api_base": f"http://127.0.0.1:{self.port}/v1", "api_key": "bench"}
+
+    def requests(self, scenario: str) -> list[dict[str, Any]]:
+        """The request bodies `scenario` received, oldest first (the server's `GET /requests`)."""
+        query = urllib.parse.urlencode({"scenario": scenario})
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/requests?{query}", timeout=60) as reply:
+            return json.load(reply)
 
     def stop(self) -> None:
         self.proc.terminate()

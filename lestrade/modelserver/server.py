@@ -99,6 +99,7 @@ class ScriptedModelServer:
                 Route(f"{prefix}/models", self._models, methods=["GET"]),
             ]
         routes.append(Route("/healthz", self._healthz, methods=["GET"]))
+        routes.append(Route("/requests", self._recorded, methods=["GET"]))
         self.app = Starlette(routes=routes)
 
     # ----- scenarios and the request log -------------------------------------------------
@@ -226,6 +227,10 @@ class ScriptedModelServer:
 
     async def _healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def _recorded(self, request: Request) -> Response:
+        """The request log (`requests()`) for a server in another process: `?scenario=` one."""
+        return JSONResponse(self.requests(request.query_params.get("scenario")))
 
     async def _models(self, request: Request) -> Response:
         data = [

@@ -200,7 +200,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_cli_serves_the_demo_and_extra_scenario_files(tmp_path) -> None:
+def test_cli_serves_the_demo_extra_scenario_files_and_the_request_log(tmp_path) -> None:
     extra = tmp_path / "extra.yaml"
     extra.write_text("name: extra\nsteps: ['from a file']\n")
     port = _free_port()
@@ -223,6 +223,9 @@ def test_cli_serves_the_demo_and_extra_scenario_files(tmp_path) -> None:
         body = {"model": "extra", "messages": [{"role": "user", "content": "hi"}]}
         answer = httpx.post(f"{base}/v1/chat/completions", json=body).json()
         assert answer["choices"][0]["message"]["content"] == "from a file"
+        # The request log, for a bench that replays what the server was sent from outside.
+        assert httpx.get(f"{base}/requests", params={"scenario": "extra"}).json() == [body]
+        assert httpx.get(f"{base}/requests", params={"scenario": "demo"}).json() == []
     finally:
         process.terminate()
         process.wait(10)

@@ -66,7 +66,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from lestrade.kube import Kube, api_path, is_conflict
+from lestrade.kube import Kube, api_path, is_conflict, is_not_found
 from lestrade.resources.keys import TRANSCRIPT_AUTHOR_ANNOTATION, TRANSCRIPT_LABEL
 from lestrade.resources.keys import TRANSCRIPT_CHUNK_LABEL as CHUNK_LABEL
 from lestrade.runs.records import (
@@ -299,9 +299,8 @@ class Transcript:
         self.stored_records = 0
         """Records known to be stored."""
         self.before_write: Callable[[], Awaitable[None]] | None = None
-        """Awaited before each write, delayed ones included (the operator's run: until its
-        Running status is stored, so that a transcript with more than its opening messages
-        always belongs to a started run)."""
+        """Awaited before each write, delayed ones included (the operator's Conversation turn:
+        until its Running status is stored)."""
         self.after_write: Callable[[], None] | None = None
         """Called after each write (the operator's run: status.transcript follows, so that
         whoever reads the transcript when the run changes reads the delayed writes too)."""
@@ -330,6 +329,23 @@ class Transcript:
             if not self._chunk_exists:
                 self._chunk_bytes = 0
         return self.state
+
+    async def load_if_written(self) -> TranscriptState:
+        """`load()` for a run whose status does not say it started: its first chunk is read (one
+        GET, mostly a 404), and the whole transcript only when that exists. A run's Running
+        status may ride with a status write after the transcript's first one, so a run that
+        stopped in between has records its next attempt must continue from. Read from the
+        apiserver's cache (`resourceVersion=0`, no etcd read): a chunk it has not seen yet, if
+        ever, makes this attempt's first write conflict and stop (fenced), and the next one
+        reads again."""
+        try:
+            name = chunk_name(self._owner["name"], self._owner["uid"], 0)
+            await self._kube.get(f"{self._base}/{name}", resourceVersion="0")
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            return self.state
+        return await self.load()
 
     @property
     def stored_messages(self) -> int:

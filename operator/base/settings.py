@@ -167,9 +167,11 @@ class StatusSettings:
     every watcher) and Kopf and the API another watch event each: 10 a second is a few percent
     of a core; a burst of 200 runs at 50 a second spent more CPU on progress than on the runs
     (`bench/makerun_burst_bench.py`). Up to 3 runs at once still see progress every 0.3 s;
-    milestones (start, approvals, the end) are never held back. The same interval paces the
-    transcript's writes of a turn that only reads (its calls and their results): what may
-    have an effect is stored before it runs and its result at once."""
+    milestones (a Conversation turn's start, approvals, the end) are never held back. An
+    Investigation's Running is progress too: a run that ends within the interval writes its
+    status once. The same interval paces the transcript's writes of a turn that only reads
+    (its calls and their results): what may have an effect is stored before it runs and its
+    result at once."""
     transcript_chunk_bytes: int = 512 * 1024
     """Most bytes in one transcript ConfigMap: under the apiserver's 1 MiB object limit with room."""
 

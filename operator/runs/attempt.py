@@ -165,7 +165,10 @@ class _Attempt:
         self.started: float | None = None  # unix time the run (or turn) started
         self.meter: metrics.RunMeter | None = None
         self._running_stored = False
-        self.transcript.before_write = self._running_settled
+        if isinstance(view, ConversationView):
+            # A turn's start is sent at once and stored before its records; an Investigation's
+            # Running rides with its next status write (`_announce`).
+            self.transcript.before_write = self._running_settled
         self.transcript.after_write = self._transcript_stored
         self._step_called_tools = False  # the latest model call asked for tools (not an answer)
         self.requester: Requester | None = None
@@ -232,12 +235,14 @@ class _Attempt:
         if time.time() >= deadline:
             return await fail(self.projection, self.recorder, "Timeout", self._timeout_message())
 
-        # Before an Investigation's first run nothing but its opening messages can be stored
-        # (every other write waits until startTime is in status, see `_running_settled`), so
-        # only a resumed Investigation reads its transcript; a Conversation always has earlier
-        # turns to read.
-        fresh = isinstance(view, InvestigationView) and started is None
-        state = self.transcript.state if fresh else await self.transcript.load()
+        # An Investigation whose status does not say it started may still have stored records
+        # (its Running rides with a later status write): its first chunk says (one GET, mostly
+        # a 404). A Conversation always has earlier turns to read.
+        if isinstance(view, InvestigationView) and started is None:
+            state = await self.transcript.load_if_written()
+            fresh = not self.transcript.chunks
+        else:
+            state, fresh = await self.transcript.load(), False
         scope = await self._scope()
         registry, acting_as = await self.engine.tools_for(scope if self.engine.tenancy else None)
         registry = await (await self._with_mcp(registry)).offered()
@@ -278,7 +283,8 @@ class _Attempt:
 
         started_calls = self._started()  # before this attempt's decisions are recorded
         decisions = self._take_decisions()
-        self._announce(model, start_time, started is not None)
+        resumed = started is not None or (isinstance(view, InvestigationView) and not fresh)
+        self._announce(model, start_time, resumed)
         messages = state.working_messages()
         try:
             async with asyncio.timeout_at(asyncio.get_running_loop().time() + max(0.0, deadline - time.time()) + 5.0):
@@ -554,7 +560,11 @@ class _Attempt:
             note += f"; tools read {self.scope.describe()}"
         self.projection.running(note, start_time, model.name, self.transcript.reference())
         self._progress()
-        self.writer.send_soon()
+        if isinstance(self.projection, ConversationProjection):
+            self.writer.send_soon()  # stored before the turn's records (`_running_settled`)
+        # An Investigation's Running is progress: it rides with the next status write, within
+        # the status interval, so a run that ends sooner (a burst stretches the interval) writes
+        # its status once, and the apiserver and every watcher see one change instead of two.
         reason = "TurnStarted" if isinstance(self.projection, ConversationProjection) and not resumed else verb
         self.recorder.post(reason, note)
 
@@ -565,8 +575,9 @@ class _Attempt:
         self.writer.set(transcript=self.transcript.reference())
 
     async def _running_settled(self) -> None:
-        """Every transcript write waits until the Running status (with startTime) is stored: so
-        a transcript with more than the opening messages always belongs to a started run."""
+        """A Conversation turn's transcript writes wait until its Running status (the turn in
+        status, with its start) is stored: so the turn's records always belong to a turn that
+        status knows."""
         if not self._running_stored:
             await self.writer.settled()  # Running was sent at the start (`_announce`)
             self._running_stored = True

@@ -198,6 +198,10 @@ class StatusWriter:
         if running and self._task is not asyncio.current_task():
             return  # the running flush re-schedules when it is done
         loop = asyncio.get_running_loop()
+        if self._last_flush == float("-inf"):
+            # The first interval starts with the first change: a run's first facts (its scope)
+            # wait for the next ones (its start) instead of costing a write of their own.
+            self._last_flush = loop.time()
         delay = 0.0 if self._urgent else max(0.0, self._last_flush + self._interval() - loop.time())
         self._timer = loop.call_later(delay, self._start_background_flush)
 

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from kubernetes import client as k8s
 from kubernetes import watch
-from opkit import create_inv, get_inv, phase_is, transcript_messages, wait_inv, wait_until
+from opkit import GROUP, PLURAL, VERSION, create_inv, get_inv, phase_is, transcript_messages, wait_inv, wait_until
 
 from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step, ToolCall
@@ -175,8 +175,9 @@ def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
 
     model_server.add_scenario(Scenario(name=scenario_name, steps=[read("r1"), read("r2"), Step(content="All read.")]))
     start_operator(scenario_name, status_interval=600.0)
-    core = k8s.CoreV1Api(api_client)
+    core, custom = k8s.CoreV1Api(api_client), k8s.CustomObjectsApi(api_client)
     since = core.list_namespaced_config_map(namespace).metadata.resource_version
+    runs_since = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
     create_inv(api_client, namespace, "reads")
     done = wait_inv(api_client, namespace, "reads", phase_is("Succeeded", "Failed"), timeout=120)
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
@@ -197,6 +198,24 @@ def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
         if int(event["object"].metadata.resource_version) >= last:
             break
     assert writes == ["ADDED"]
+
+    # Status too is written once: Running rides with the end, which carries its start. (Sending
+    # Running at once made it two writes, each a change for every watcher.)
+    changes = []
+    for event in watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        resource_version=runs_since,
+        timeout_seconds=60,
+    ):
+        changes.append((event["type"], (event["object"].get("status") or {}).get("phase")))
+        if int(event["object"]["metadata"]["resourceVersion"]) >= int(done["metadata"]["resourceVersion"]):
+            break
+    assert changes == [("ADDED", None), ("MODIFIED", "Succeeded")]
+    assert done["status"]["startTime"] <= done["status"]["completionTime"]
 
 
 async def test_runs_starting_together_share_one_read_of_the_scope_policy_and_never_keep_it(

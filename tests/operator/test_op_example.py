@@ -13,6 +13,7 @@ from opkit import phase_is, resource_version, transcript_messages, wait_until, w
 
 from lestrade.config import ModelList, demo_model
 from lestrade.localcluster.build import ensure_binaries
+from lestrade.modelserver import demo_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crashloop.yaml"
 
@@ -36,9 +37,14 @@ def test_crashloop_example_with_the_demo_model(
     api_client: k8s.ApiClient,
     namespace: str,
     model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
+    # The demo model, answering after half a second as a real model would after longer: a run
+    # that ends within the status interval (0.3 s) shows only its end to a watcher.
+    model_server.add_scenario(demo_scenario().model_copy(update={"name": scenario_name, "latency_ms": 500}))
     demo = demo_model(model_server.base_url)
+    demo.settings["model"] = f"openai/{scenario_name}"
     start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
     since = resource_version(api_client, namespace)
     kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE))
@@ -87,9 +93,14 @@ def test_conversation_example_with_kubectl_and_the_demo_model(
     api_client: k8s.ApiClient,
     namespace: str,
     model_server: Any,
+    scenario_name: str,
     start_operator: Any,
 ) -> None:
+    # The demo model, answering after half a second as a real model would after longer: a run
+    # that ends within the status interval (0.3 s) shows only its end to a watcher.
+    model_server.add_scenario(demo_scenario().model_copy(update={"name": scenario_name, "latency_ms": 500}))
     demo = demo_model(model_server.base_url)
+    demo.settings["model"] = f"openai/{scenario_name}"
     start_operator(models=ModelList({demo.name: demo}, demo.name), tools=None)
     kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE))
     kubectl(cluster, "apply", "-n", namespace, "-f", str(EXAMPLE.parent / "conversation.yaml"))

@@ -62,7 +62,8 @@ def test_investigation_runs_pending_running_succeeded(
                         ToolCall(
                             name="kubectl_describe", arguments={"kind": "pod", "name": "web-1", "namespace": namespace}
                         )
-                    ]
+                    ],
+                    latency_ms=1000,  # longer than the status interval (0.3 s): Running is seen
                 ),
                 Step(tool_calls=[ToolCall(name="kubectl_events", arguments={"namespace": namespace})]),
                 Step(content="```json\n" + json.dumps(ANSWER) + "\n```"),
@@ -83,7 +84,8 @@ def test_investigation_runs_pending_running_succeeded(
 
     # Phases in order, as a watcher (kubectl get inv -w) sees them: with a free run slot the
     # first status written says Running (Pending only while a run waits for a slot,
-    # test_op_limits), and the run starts from no status at all.
+    # test_op_limits; a run that ends within the status interval shows only its end,
+    # test_op_coalesced_writes), and the run starts from no status at all.
     phases = [(o.get("status") or {}).get("phase") for o in seen]
     compact = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
     assert compact == [None, "Running", "Succeeded"], compact

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from opkit import (
     EFFECT_LABEL,
@@ -234,6 +235,7 @@ def test_sigterm_stops_the_operator_cleanly(
     assert "Operator is stopping" in proc.output()
 
 
+@pytest.mark.parametrize("running_stored", [True, False], ids=["running-stored", "no-status-yet"])
 async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
     api_client: k8s.ApiClient,
     crds: None,
@@ -241,19 +243,23 @@ async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
     model_server: Any,
     scenario_name: str,
     start_operator: Any,
+    running_stored: bool,
 ) -> None:
-    # The state a crash leaves between storing the final answer and writing Succeeded.
+    # The state a crash leaves between storing the final answer and writing Succeeded: with
+    # Running stored, or (an Investigation's Running rides with its next status write, here the
+    # end) with no status at all — its next attempt must still read the transcript.
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="a second answer")]))
     inv = create_inv(api_client, namespace, "answered", sections={"Cause": "why"})
-    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        "answered",
-        {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
-        _content_type="application/merge-patch+json",
-    )
+    if running_stored:
+        k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            "answered",
+            {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
+            _content_type="application/merge-patch+json",
+        )
     meta = inv["metadata"]
     kube = Kube(api_client)
     transcript = Transcript(

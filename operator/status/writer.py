@@ -4,9 +4,11 @@ An agent run produces many small facts per second (a token count, a tool call st
 result). Patching status for each of them would flood the apiserver and every watcher (each
 patch is a watch event for Kopf, kubectl and the API), so the writer keeps the status it
 believes is stored, marks the fields that changed, and sends one merge patch per `interval`
-carrying only those fields. Milestones (phase changes, approvals, the end) are sent at once,
-together with whatever progress was still waiting. Under load the operator stretches the
-interval so that all runs together stay within a budget of progress patches per second.
+carrying only those fields; the first interval starts with the first change. Milestones
+(approvals, a Conversation turn's start, the end) are sent at once, together with whatever
+progress was still waiting; an Investigation's start is progress, so a run that ends within
+the interval writes its status once. Under load the operator stretches the interval so that
+all runs together stay within a budget of progress patches per second.
 
 Only the operator (or the Job running the investigation) writes status, and only one writer is
 active per resource, so a merge patch of the changed top-level fields is enough; lists such as

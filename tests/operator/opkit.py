@@ -47,6 +47,7 @@ __all__ = [
     "investigation",
     "create_inv",
     "get_inv",
+    "patch_status",
     "patch_decisions",
     "wait_inv",
     "watch_phases",
@@ -383,6 +384,13 @@ def create_inv(api_client: k8s.ApiClient, namespace: str, name: str, **spec: Any
 
 def get_inv(api_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     return k8s.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def patch_status(api_client: k8s.ApiClient, namespace: str, name: str, **status: Any) -> None:
+    """Status fields as an earlier operator left them (a merge patch of the status)."""
+    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type="application/merge-patch+json"
+    )
 
 
 def patch_decisions(api_client: k8s.ApiClient, namespace: str, name: str, decisions: dict[str, Any]) -> dict[str, Any]:

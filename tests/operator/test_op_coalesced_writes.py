@@ -18,7 +18,16 @@ from typing import Any
 import aiohttp
 from kubernetes import client as k8s
 from kubernetes import watch
-from opkit import GROUP, PLURAL, VERSION, create_inv, get_inv, phase_is, transcript_messages, wait_inv, wait_until
+from opkit import (
+    create_inv,
+    get_inv,
+    phase_is,
+    resource_version,
+    transcript_messages,
+    wait_inv,
+    wait_until,
+    watch_phases,
+)
 
 from lestrade.kube import Kube, resource_path
 from lestrade.modelserver import Scenario, Step, ToolCall
@@ -175,9 +184,9 @@ def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
 
     model_server.add_scenario(Scenario(name=scenario_name, steps=[read("r1"), read("r2"), Step(content="All read.")]))
     start_operator(scenario_name, status_interval=600.0)
-    core, custom = k8s.CoreV1Api(api_client), k8s.CustomObjectsApi(api_client)
+    core = k8s.CoreV1Api(api_client)
     since = core.list_namespaced_config_map(namespace).metadata.resource_version
-    runs_since = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
+    runs_since = resource_version(api_client, namespace)
     create_inv(api_client, namespace, "reads")
     done = wait_inv(api_client, namespace, "reads", phase_is("Succeeded", "Failed"), timeout=120)
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
@@ -201,20 +210,14 @@ def test_a_run_of_reads_stores_its_transcript_once_when_the_interval_is_long(
 
     # Status too is written once: Running rides with the end, which carries its start. (Sending
     # Running at once made it two writes, each a change for every watcher.)
-    changes = []
-    for event in watch.Watch().stream(
-        custom.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
+    _, seen = watch_phases(
+        api_client,
         namespace,
-        PLURAL,
-        resource_version=runs_since,
-        timeout_seconds=60,
-    ):
-        changes.append((event["type"], (event["object"].get("status") or {}).get("phase")))
-        if int(event["object"]["metadata"]["resourceVersion"]) >= int(done["metadata"]["resourceVersion"]):
-            break
-    assert changes == [("ADDED", None), ("MODIFIED", "Succeeded")]
+        "reads",
+        lambda o: o["metadata"]["resourceVersion"] == done["metadata"]["resourceVersion"],
+        since=runs_since,
+    )
+    assert [(o.get("status") or {}).get("phase") for o in seen] == [None, "Succeeded"]
     assert done["status"]["startTime"] <= done["status"]["completionTime"]
 
 

@@ -24,6 +24,7 @@ from opkit import (
     count_effects,
     create_inv,
     get_inv,
+    patch_status,
     phase_is,
     resource_version,
     wait_inv,
@@ -68,14 +69,7 @@ def _finished(api_client: k8s.ApiClient, namespace: str, name: str, phase: str, 
     """An Investigation that some earlier operator finished."""
     create_inv(api_client, namespace, name, **spec)
     now = now_iso()
-    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        name,
-        {"status": {"phase": phase, "startTime": now, "completionTime": now, "message": "done before"}},
-    )
+    patch_status(api_client, namespace, name, phase=phase, startTime=now, completionTime=now, message="done before")
 
 
 def test_finished_before_the_start_still_deleted_after_their_ttl(

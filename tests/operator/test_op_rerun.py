@@ -12,13 +12,11 @@ from typing import Any
 from kubernetes import client as k8s
 from opkit import (
     EFFECT_LABEL,
-    GROUP,
-    PLURAL,
     READ_LABEL,
-    VERSION,
     count_effects,
     create_inv,
     get_inv,
+    patch_status,
     phase_is,
     transcript_messages,
     wait_inv,
@@ -110,15 +108,7 @@ async def test_an_approved_call_whose_intent_was_stored_but_never_launched_runs_
         Scenario(name=scenario_name, steps=[Step(content="Result: {{ tool_output('apply_fix') }}")])
     )
     inv = create_inv(api_client, namespace, "approved")
-    k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        "approved",
-        {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
-        _content_type="application/merge-patch+json",
-    )
+    patch_status(api_client, namespace, "approved", phase="Running", startTime="2026-01-01T00:00:00Z", steps=1)
     arguments = f'{{"namespace": "{namespace}", "tag": "{tag}"}}'
     digest = call_digest("apply_fix", arguments)
     kube = Kube(api_client)

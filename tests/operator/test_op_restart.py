@@ -12,15 +12,13 @@ import pytest
 from kubernetes import client as k8s
 from opkit import (
     EFFECT_LABEL,
-    GROUP,
-    PLURAL,
     PROBE_LABEL,
-    VERSION,
     OperatorProcess,
     count_effects,
     create_inv,
     events_for,
     patch_decisions,
+    patch_status,
     phase_is,
     transcript_messages,
     wait_inv,
@@ -251,15 +249,7 @@ async def test_an_answer_stored_before_a_crash_is_not_asked_for_again(
     model_server.add_scenario(Scenario(name=scenario_name, steps=[Step(content="a second answer")]))
     inv = create_inv(api_client, namespace, "answered", sections={"Cause": "why"})
     if running_stored:
-        k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            "answered",
-            {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "steps": 1}},
-            _content_type="application/merge-patch+json",
-        )
+        patch_status(api_client, namespace, "answered", phase="Running", startTime="2026-01-01T00:00:00Z", steps=1)
     meta = inv["metadata"]
     kube = Kube(api_client)
     transcript = Transcript(

@@ -114,16 +114,17 @@ def test_helm_upgrade_mid_run_finishes_every_run_exactly_once(
         )
         wait_until("the slow model call", lambda: steps_requested(model_server, thinking)[0] == 1, 90)
 
+        # From now on the model answers at once (the call in flight keeps its 120 s): the new
+        # operator must ask again for the turn whose answer never came, and never for a turn
+        # already in the transcript. Swapped before the upgrade, as the new pod takes the runs
+        # over while `upgrade` returns: swapped after, its call could get the 120 s too.
+        model_server.add_scenario(Scenario(name=thinking, steps=[Step(content="All quiet.")]))
         old = release.pod
         # The upgrade changes a setting, so the new pod is visibly the new chart's.
         release.upgrade({**values, "operator": {**values["operator"], "concurrency": 4}})
         assert old is not None and not any(p.alive() for p in old.processes.values())
         new_env = {e["name"]: e.get("value") for e in release.pod.container("operator")["env"]}
         assert new_env["LESTRADE_MAX_CONCURRENT_RUNS"] == "4"
-
-        # The model answers at once now: the new operator must ask again for the turn whose
-        # answer never came, and never for a turn already in the transcript.
-        model_server.add_scenario(Scenario(name=thinking, steps=[Step(content="All quiet.")]))
         custom.patch_namespaced_custom_object(
             GROUP,
             "v1alpha1",

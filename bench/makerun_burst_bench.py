@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +66,27 @@ def scenario(name: str) -> Scenario:
     return Scenario(name=name, steps=[*steps, Step(content="Done: the pod is fine.", latency_ms=LATENCY_MS)])
 
 
-async def bare_floor(server: ModelServerProcess, name: str, count: int) -> tuple[float, float]:
-    """`count` conversations of 4 sequential litellm calls, all at once: the wall time, and the
-    CPU seconds the litellm client took (what the operator's model calls alone cost it too)."""
+def _litellm() -> Any:
+    """litellm as the operator loads it (the same patches), for the floors."""
     from lestrade.operator.agent.model import _import
 
     _import()
     import litellm
 
-    params = server.litellm_params(name)
+    return litellm
+
+
+async def _at_once(conversations: list[Awaitable[None]]) -> tuple[float, float]:
+    """Runs them all at once: the wall time, and the CPU seconds the litellm client took
+    (what the operator's model calls alone cost it too)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*conversations)
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def bare_floor(server: ModelServerProcess, name: str, count: int) -> tuple[float, float]:
+    """`count` conversations of 4 sequential litellm calls, all at once."""
+    litellm, params = _litellm(), server.litellm_params(name)
 
     async def one(index: int) -> None:
         messages: list[dict] = [{"role": "user", "content": f"run {index}"}]
@@ -87,14 +100,7 @@ async def bare_floor(server: ModelServerProcess, name: str, count: int) -> tuple
             for c in calls:
                 messages.append({"role": "tool", "tool_call_id": c.id, "content": "pod burst-target Running"})
 
-    started, cpu = time.perf_counter(), time.process_time()
-    await asyncio.gather(*(one(i) for i in range(count)))
-    return time.perf_counter() - started, time.process_time() - cpu
-
-
-async def bare_floors(server: ModelServerProcess, name: str, count: int, runs: int) -> list[tuple[float, float]]:
-    """`bare_floor` `runs` times, in one event loop (litellm keeps its clients per loop)."""
-    return [await bare_floor(server, name, count) for _ in range(runs)]
+    return await _at_once([one(i) for i in range(count)])
 
 
 def by_run(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -111,26 +117,28 @@ async def replay_floor(server: ModelServerProcess, name: str, runs: list[list[di
     prompt, tool schemas, tool results, `max_tokens`: the bodies the operator sent) in order,
     all runs at once. The model answers them as it did in the burst (its step comes from the
     messages)."""
-    from lestrade.operator.agent.model import _import
-
-    _import()
-    import litellm
-
-    params = server.litellm_params(name)
+    litellm, params = _litellm(), server.litellm_params(name)
 
     async def one(bodies: list[dict[str, Any]]) -> None:
         for body in bodies:
             await litellm.acompletion(**{**body, **params})
 
-    started, cpu = time.perf_counter(), time.process_time()
-    await asyncio.gather(*(one(bodies) for bodies in runs))
-    return time.perf_counter() - started, time.process_time() - cpu
+    return await _at_once([one(bodies) for bodies in runs])
 
 
-async def replay_floors(
-    server: ModelServerProcess, name: str, runs: list[list[dict[str, Any]]], times: int
-) -> list[tuple[float, float]]:
-    return [await replay_floor(server, name, runs) for _ in range(times)]
+def floors(
+    server: ModelServerProcess, floor: Callable[[], Awaitable[tuple[float, float]]]
+) -> tuple[list[tuple[float, float]], float]:
+    """`floor` FLOOR_RUNS times in one event loop (litellm keeps its clients per loop), sorted
+    (the median is the figure: one floor's own spread, ±10% on a 2-core machine, would go
+    straight into the ratio), and the model server's CPU seconds per floor."""
+
+    async def each() -> list[tuple[float, float]]:
+        return [await floor() for _ in range(FLOOR_RUNS)]
+
+    before = process_cpu(server.proc.pid)
+    walls = sorted(asyncio.run(each()))
+    return walls, (process_cpu(server.proc.pid) - before) / FLOOR_RUNS
 
 
 def _parent_and_cpu(stat: Path) -> tuple[int, float]:
@@ -442,21 +450,15 @@ def main() -> int:
     )
     load_before = f"{os.getloadavg()[0]:.1f}"
     try:
-        model_cpu = process_cpu(server.proc.pid)
-        # The median of three: one floor's own spread (±10% on a 2-core machine) would go
-        # straight into the ratio.
-        floors = sorted(asyncio.run(bare_floors(server, name, args.count, FLOOR_RUNS)))
-        floor, floor_cpu = floors[len(floors) // 2]
-        floor_model_cpu = (process_cpu(server.proc.pid) - model_cpu) / FLOOR_RUNS
-        model_cpu = process_cpu(server.proc.pid)
+        minimal, floor_model_cpu = floors(server, lambda: bare_floor(server, name, args.count))
+        floor, floor_cpu = minimal[len(minimal) // 2]
         floor_requests = len(server.requests(name))
+        model_cpu = process_cpu(server.proc.pid)
         run = through_make_run(server, name, args.count, folder)
         run_model_cpu = process_cpu(server.proc.pid) - model_cpu  # the burst (and the first chat)
         runs = by_run(server.requests(name)[floor_requests:])
-        model_cpu = process_cpu(server.proc.pid)
-        replays = sorted(asyncio.run(replay_floors(server, name, runs, FLOOR_RUNS)))
+        replays, replay_model_cpu = floors(server, lambda: replay_floor(server, name, runs))
         replay, replay_cpu = replays[len(replays) // 2]
-        replay_model_cpu = (process_cpu(server.proc.pid) - model_cpu) / FLOOR_RUNS
     finally:
         server.stop()
     ratio, minimal_ratio = run["wall"] / replay, run["wall"] / floor
@@ -476,7 +478,7 @@ def main() -> int:
     print(
         f"  bare litellm floor, minimal requests:              {floor:6.1f} s (a one-line prompt, no tools; "
         f"its litellm client: {floor_cpu:.1f} CPU s; median of {FLOOR_RUNS}: "
-        + ", ".join(f"{wall:.1f}" for wall, _ in floors)
+        + ", ".join(f"{wall:.1f}" for wall, _ in minimal)
         + " s)"
     )
     print(

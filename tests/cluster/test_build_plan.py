@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_GO = textwrap.dedent("""\
     #!{python}
-    import os, pathlib, sys, time
+    import os, pathlib, socket, sys
     args = sys.argv[1:]
     root = pathlib.Path(os.environ["FAKE_GO_ROOT"])
     with open(root / "calls", "a") as calls:
@@ -46,12 +46,28 @@ FAKE_GO = textwrap.dedent("""\
             (root / "overlapped").touch()
         (started / out.parent.name).touch()
         (running / out.parent.name).touch()
-        want = int(os.environ.get("FAKE_GO_OVERLAP", "1"))
-        deadline = time.monotonic() + 60
-        while len(list(started.iterdir())) < want:  # the other component's build must start too
-            if time.monotonic() > deadline:
-                sys.exit("builds did not overlap")
-            time.sleep(0.05)
+        if os.environ.get("FAKE_GO_OVERLAP", "1") == "2":
+            # The other component's build must start too: the first to get here listens on a
+            # Unix socket (its name linked into place only once it listens, so whoever finds
+            # the name can connect), the second connects. Relative names: a socket path is
+            # short.
+            os.chdir(root)
+            listener = socket.socket(socket.AF_UNIX)
+            mine = f"meet-{{os.getpid()}}.sock"
+            listener.bind(mine)
+            listener.listen(1)
+            try:
+                os.link(mine, "meet.sock")
+            except FileExistsError:
+                socket.socket(socket.AF_UNIX).connect("meet.sock")
+            else:
+                listener.settimeout(60)
+                try:
+                    listener.accept()
+                except TimeoutError:
+                    sys.exit("builds did not overlap")
+            finally:
+                os.unlink(mine)
         if len(list(running.iterdir())) > 1:  # two started at once: neither saw the other at its start
             (root / "overlapped").touch()
         out.write_text("binary")
